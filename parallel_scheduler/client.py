@@ -1,0 +1,143 @@
+"""The client API: schedule, cancel, reschedule, get and list durable delayed jobs.
+
+Scheduling writes to storage and nothing else, so it works while no scheduler process runs; the
+job waits durably until one does. A job id is an idempotency key: scheduling an id that exists
+changes nothing and says so (``ScheduleResult.created`` is False).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import storage_adapters
+from storage_adapters import JobState, Storage
+
+from .clock import StorageClock
+from .errors import InvalidJobError
+from .jobs import Job, JobSpec, due_time
+from .retrying import call_storage
+from .settings import Settings
+
+__all__ = ["Client", "ScheduleResult"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    job_id: str
+    created: bool
+    due_at: datetime
+
+
+class Client:
+    def __init__(
+        self,
+        storage: Storage | None = None,
+        settings: Settings | None = None,
+        *,
+        retry_for: float = 30.0,
+        **overrides: Any,
+    ) -> None:
+        """Use ``storage`` if given, else open the one ``settings`` (or ``overrides``) name.
+
+        ``retry_for`` bounds how long a call keeps retrying while storage is unreachable.
+        """
+        self.retry_for = retry_for
+        self.settings = settings or Settings.load(overrides)
+        self._owns_storage = storage is None
+        self.storage = storage or storage_adapters.from_url(
+            self.settings.storage_url,
+            prefix=self.settings.prefix,
+            pool_size=self.settings.max_degree_of_parallelism,
+        )
+        self._clock = StorageClock(self.storage)
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        return call_storage(fn, give_up_after=self.retry_for)
+
+    def setup(self) -> None:
+        self._call(self.storage.setup)
+
+    def schedule(
+        self,
+        task: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        eta: datetime | float | None = None,
+        countdown: float | timedelta | None = None,
+        job_id: str | None = None,
+        **options: Any,
+    ) -> ScheduleResult:
+        """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither)."""
+        spec = JobSpec(task, args, kwargs or {}, options, job_id, eta, countdown)
+        return self.schedule_many([spec])[0]
+
+    def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
+        """Store many jobs in one atomic bulk write: all are validated before any is written."""
+        now = self._clock.now()
+        new_jobs = [spec.encode(now, self.settings.max_payload_bytes) for spec in specs]
+        ids = [job.id for job in new_jobs]
+        if len(set(ids)) != len(ids):
+            raise InvalidJobError("the same job id appears twice in one call")
+        created = self._call(lambda: self.storage.add_jobs(new_jobs))
+        return [
+            ScheduleResult(job.id, was_created, _aware(job.due_at))
+            for job, was_created in zip(new_jobs, created, strict=True)
+        ]
+
+    def cancel(self, job_id: str) -> bool:
+        """True if the job was scheduled and is now cancelled."""
+        return self._call(lambda: self.storage.cancel(job_id))
+
+    def reschedule(
+        self,
+        job_id: str,
+        *,
+        eta: datetime | float | None = None,
+        countdown: float | timedelta | None = None,
+    ) -> bool:
+        """Move a scheduled job's due time; False if it is missing or no longer scheduled."""
+        if eta is None and countdown is None:
+            raise InvalidJobError("reschedule needs eta or countdown")
+        due_at = due_time(self._clock.now(), eta=eta, countdown=countdown)
+        return self._call(lambda: self.storage.reschedule(job_id, due_at))
+
+    def get(self, job_id: str) -> Job | None:
+        record = self._call(lambda: self.storage.get_job(job_id))
+        return None if record is None else Job.from_record(record)
+
+    def list(
+        self, state: JobState | str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> list[Job]:
+        if isinstance(state, str):
+            try:
+                state = JobState(state)
+            except ValueError:
+                known = ", ".join(s.value for s in JobState)
+                raise InvalidJobError(f"unknown state {state!r}; known: {known}") from None
+        if limit < 1 or offset < 0:
+            raise InvalidJobError("limit must be >= 1 and offset >= 0")
+        records = self._call(lambda: self.storage.list_jobs(state, limit, offset))
+        return [Job.from_record(r) for r in records]
+
+    def counts(self) -> dict[str, int]:
+        return {s.value: n for s, n in self._call(self.storage.count_by_state).items()}
+
+    def close(self) -> None:
+        if self._owns_storage:
+            self.storage.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _aware(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)

@@ -1,0 +1,44 @@
+"""The storage server's clock, estimated locally so hot paths need no round trip to read it.
+
+Due times and leases are judged by the storage clock (so hosts with skewed clocks agree); a
+process measures its offset from that clock once and refreshes it now and then.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from storage_adapters import Storage
+
+__all__ = ["StorageClock"]
+
+
+class StorageClock:
+    """``now()`` ~ ``storage.now()``, corrected for half the round trip of the measurement."""
+
+    def __init__(self, storage: Storage, refresh_every: float = 60.0) -> None:
+        self._storage = storage
+        self._refresh_every = refresh_every
+        self._offset = 0.0
+        self._measured_at: float | None = None
+        self._guard = threading.Lock()
+
+    def sync(self) -> None:
+        """Measure the offset now (one round trip)."""
+        before = time.time()
+        server = self._storage.now()
+        after = time.time()
+        with self._guard:
+            self._offset = server - (before + after) / 2
+            self._measured_at = time.monotonic()
+
+    def now(self) -> float:
+        measured = self._measured_at
+        if measured is None or time.monotonic() - measured > self._refresh_every:
+            self.sync()
+        return time.time() + self._offset
+
+    @property
+    def offset(self) -> float:
+        return self._offset

@@ -1,0 +1,199 @@
+"""``parallel-scheduler demo``: the whole path on one machine, with no server to install.
+
+SQLite storage, a real ``celery worker`` process on kombu's filesystem broker, N jobs scheduled
+through the public API to fall due over a few seconds, released in parallel, executed, and then
+counted: every job must run exactly once, or the demo fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from storage_adapters import ClaimedJob
+
+from .client import Client
+from .delayed import DelayedJobScheduler
+from .dispatchers import CeleryDispatcher
+from .jobs import JobSpec
+from .settings import Settings
+
+__all__ = ["run_demo"]
+
+console = Console()
+ACCEPT_CHUNK = 1000
+
+
+@dataclass
+class Tally:
+    """What the release listener saw, safe to update from the pool's threads."""
+
+    lateness: list[float] = field(default_factory=list)
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_released(self, job: ClaimedJob, sent_at: float) -> None:
+        with self.guard:
+            self.lateness.append(max(0.0, sent_at - job.due_at))
+
+    @property
+    def released(self) -> int:
+        return len(self.lateness)
+
+
+def _start_worker(workdir: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PARALLEL_SCHEDULER_DEMO_DIR=str(workdir))
+    command = [
+        sys.executable, "-m", "celery", "-A", "parallel_scheduler.demo_app", "worker",
+        "--loglevel=WARNING", "--concurrency=2", "--without-gossip", "--without-mingle",
+        "--without-heartbeat", "--hostname=demo@%h", "--queues=demo",
+    ]  # fmt: skip
+    log = (workdir / "worker.log").open("wb")
+    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait_for(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"demo: {what} did not happen within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def executions(workdir: Path) -> list[str]:
+    """Every job id the worker executed, once per execution."""
+    ids: list[str] = []
+    for path in workdir.glob("executed-*.log"):
+        ids.extend(line for line in path.read_text().splitlines() if line)
+    return ids
+
+
+def _schedule(client: Client, jobs: int, spread: float) -> tuple[list[str], float]:
+    """Schedule ``jobs`` due evenly over ``spread`` s, from 1 s from now; returns ids and rate."""
+    start = time.perf_counter()
+    ids: list[str] = []
+    for first in range(0, jobs, ACCEPT_CHUNK):
+        specs = [
+            JobSpec("parallel_scheduler.demo.record", countdown=1.0 + spread * i / jobs)
+            for i in range(first, min(jobs, first + ACCEPT_CHUNK))
+        ]
+        ids.extend(r.job_id for r in client.schedule_many(specs))
+    return ids, jobs / (time.perf_counter() - start)
+
+
+def _percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def _summary(
+    jobs: int, accepted_per_s: float, release_seconds: float, tally: Tally, executed: list[str]
+) -> tuple[Table, int, int]:
+    distinct = set(executed)
+    lost, duplicated = jobs - len(distinct), len(executed) - len(distinct)
+    table = Table("measure", "value", title="parallel-scheduler demo")
+    table.add_row("jobs", f"{jobs:,}")
+    table.add_row("accepted/s", f"{accepted_per_s:,.0f}")
+    table.add_row("released/s (first due -> last sent)", f"{tally.released / release_seconds:,.0f}")
+    table.add_row("lateness p50 (due -> sent)", f"{_percentile(tally.lateness, 50) * 1000:.1f} ms")
+    table.add_row("lateness p99 (due -> sent)", f"{_percentile(tally.lateness, 99) * 1000:.1f} ms")
+    table.add_row("executed", f"{len(distinct):,}")
+    table.add_row("lost", str(lost), style="red" if lost else "green")
+    table.add_row("duplicated", str(duplicated), style="red" if duplicated else "green")
+    return table, lost, duplicated
+
+
+def run_demo(
+    *,
+    jobs: int = 10_000,
+    spread: float = 3.0,
+    max_degree_of_parallelism: int = 4,
+    batch_size: int = 1000,
+    workdir: str | None = None,
+    timeout: float = 300.0,
+) -> int:
+    """Run the demo; returns 0 when every job ran exactly once."""
+    if jobs < 1 or spread < 0:
+        raise ValueError("demo needs --jobs >= 1 and --spread >= 0")
+    with tempfile.TemporaryDirectory(prefix="parallel-scheduler-demo-") as tmp:
+        folder = Path(workdir or tmp).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = Settings(
+            storage_url=f"sqlite:///{folder / 'demo.db'}",
+            max_degree_of_parallelism=max_degree_of_parallelism,
+            batch_size=batch_size,
+            poll_interval=0.05,
+        )
+        return _run(folder, jobs, spread, settings, timeout)
+
+
+def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: float) -> int:
+    os.environ["PARALLEL_SCHEDULER_DEMO_DIR"] = str(folder)
+    from .demo_app import make_app
+
+    console.print(f"demo: {jobs:,} jobs, SQLite storage and a filesystem broker in {folder}")
+    worker = _start_worker(folder)
+    client = Client(settings=settings)
+    tally = Tally()
+    scheduler = DelayedJobScheduler(
+        client.storage, CeleryDispatcher(make_app(folder)), settings, listeners=[tally.on_released]
+    )
+    runner = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    try:
+        _wait_for(lambda: (folder / "worker-ready").exists(), 60, "the Celery worker start")
+        client.setup()
+        ids, accepted_per_s = _schedule(client, jobs, spread)
+        first_due = time.perf_counter() + 1.0
+        runner.start()
+        release_seconds = _follow(folder, jobs, tally, timeout)
+        release_seconds = max(release_seconds - first_due, 1e-3)
+        _wait_for(lambda: not any((folder / "broker").iterdir()), 30, "the broker draining")
+        table, lost, duplicated = _summary(
+            len(ids), accepted_per_s, release_seconds, tally, executions(folder)
+        )
+    finally:
+        scheduler.close()
+        if runner.is_alive():
+            runner.join()
+        client.close()
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+    console.print(table)
+    return 0 if lost == 0 and duplicated == 0 else 1
+
+
+def _follow(folder: Path, jobs: int, tally: Tally, timeout: float) -> float:
+    """Show progress until every job was released and executed; returns when release ended."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    released_at = None
+    deadline = time.monotonic() + timeout
+    with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+        released = progress.add_task("released", total=jobs)
+        executed = progress.add_task("executed", total=jobs)
+        while True:
+            done = len(set(executions(folder)))
+            progress.update(released, completed=tally.released)
+            progress.update(executed, completed=done)
+            if released_at is None and tally.released >= jobs:
+                released_at = time.perf_counter()
+            if done >= jobs and released_at is not None:
+                return released_at
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"demo: only {tally.released} released, {done} executed after {timeout:.0f} s"
+                )
+            time.sleep(0.1)

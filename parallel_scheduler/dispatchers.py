@@ -1,0 +1,104 @@
+"""The hand-off of a due job to the worker system: the ``Dispatcher`` protocol and implementations.
+
+A dispatcher sends; it never touches storage. The scheduler marks a job Enqueued only after its
+dispatcher returned, so a dispatcher that raises leaves the job Scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any, Protocol, runtime_checkable
+
+from storage_adapters import ClaimedJob
+
+from .errors import DispatchError
+from .jobs import decode_payload
+
+__all__ = ["BatchDispatchError", "CallableDispatcher", "CeleryDispatcher", "Dispatcher"]
+
+
+class BatchDispatchError(DispatchError):
+    """A batch hand-off stopped part-way: the first ``sent`` jobs were sent, the rest were not."""
+
+    def __init__(self, sent: int, cause: BaseException) -> None:
+        super().__init__(f"dispatch failed after {sent} job(s): {type(cause).__name__}: {cause}")
+        self.sent = sent
+        self.cause = cause
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    def dispatch(self, job: ClaimedJob) -> None:
+        """Hand one job to the worker system, or raise."""
+
+    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Hand jobs over in order; on failure raise ``BatchDispatchError`` saying how many went."""
+
+
+def dispatch_each(dispatcher: Dispatcher, jobs: Sequence[ClaimedJob]) -> None:
+    """``dispatch_many`` for dispatchers that have no cheaper way than one job at a time."""
+    for sent, job in enumerate(jobs):
+        try:
+            dispatcher.dispatch(job)
+        except Exception as exc:
+            raise BatchDispatchError(sent, exc) from exc
+
+
+class CallableDispatcher:
+    """Serves any worker system: calls ``fn(task, args, kwargs, options, job_id)`` per job."""
+
+    def __init__(self, fn: Callable[[str, list[Any], dict[str, Any], dict[str, Any], str], None]):
+        self._fn = fn
+
+    def dispatch(self, job: ClaimedJob) -> None:
+        args, kwargs, options = decode_payload(job.payload)
+        self._fn(job.task, args, kwargs, options, job.id)
+
+    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+        dispatch_each(self, jobs)
+
+
+def celery_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Our stored routing options as ``send_task`` keyword arguments."""
+    out = dict(options)
+    expires = out.get("expires")
+    if isinstance(expires, (int, float)):
+        out["expires"] = datetime.fromtimestamp(expires, tz=timezone.utc)
+    return out
+
+
+class CeleryDispatcher:
+    """Sends through ``app.send_task`` on the app's real broker, with the job id as the task id.
+
+    So ``AsyncResult(job_id)`` works, and a second delivery of one job carries the same task id,
+    which makes duplicates detectable (and skippable) on the worker side.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def _send(self, job: ClaimedJob, producer: Any = None) -> None:
+        args, kwargs, options = decode_payload(job.payload)
+        self.app.send_task(
+            job.task,
+            args=args,
+            kwargs=kwargs,
+            task_id=job.id,
+            producer=producer,
+            **celery_options(options),
+        )
+
+    def dispatch(self, job: ClaimedJob) -> None:
+        self._send(job)
+
+    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+        """One producer (one broker connection) for the whole chunk instead of one per job."""
+        sent = 0
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for job in jobs:
+                    self._send(job, producer)
+                    sent += 1
+        except Exception as exc:
+            raise BatchDispatchError(sent, exc) from exc

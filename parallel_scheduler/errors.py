@@ -1,0 +1,30 @@
+"""One exception tree, so callers can catch everything of ours with one ``except``."""
+
+from __future__ import annotations
+
+from storage_adapters import StorageError, StorageUnavailableError
+
+__all__ = [
+    "ConfigurationError",
+    "DispatchError",
+    "InvalidJobError",
+    "ParallelSchedulerError",
+    "StorageError",
+    "StorageUnavailableError",
+]
+
+
+class ParallelSchedulerError(Exception):
+    """Base of the errors this package raises on purpose (storage errors have their own base)."""
+
+
+class ConfigurationError(ParallelSchedulerError, ValueError):
+    """A setting is missing, malformed or out of range; the message names the setting."""
+
+
+class InvalidJobError(ParallelSchedulerError, ValueError):
+    """A job that cannot be stored as given; nothing was written."""
+
+
+class DispatchError(ParallelSchedulerError):
+    """The worker system did not take a job; the job stays scheduled and is tried again."""

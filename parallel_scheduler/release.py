@@ -1,0 +1,147 @@
+"""Releasing claimed jobs: where a job is claimed, checked for expiry, dispatched and acknowledged.
+
+The order is the guarantee: claim (the per-job lock) -> send -> mark Enqueued. A job is never
+marked Enqueued before its dispatcher returned, and a failed send gives the claim back, so the job
+stays Scheduled. A crash between send and mark leaves a claim that the next pass recovers: the job
+may then be sent twice, never lost; the job id is the task id, so the worker side can tell.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from storage_adapters import ClaimedJob, Storage
+
+from .clock import StorageClock
+from .dispatchers import BatchDispatchError, Dispatcher
+from .lock_lease import HeldLock
+from .retrying import call_dispatcher, call_storage
+from .stats import Outcome
+
+__all__ = ["ReleaseListener", "Releaser"]
+
+logger = logging.getLogger("parallel_scheduler.release")
+
+#: Called after a job was sent, with the send time on the storage clock.
+ReleaseListener = Callable[[ClaimedJob, float], None]
+
+
+def _expires_at(job: ClaimedJob) -> float | None:
+    if '"expires"' not in job.payload:  # skip the parse on the common path
+        return None
+    value = json.loads(job.payload).get("options", {}).get("expires")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+class Releaser:
+    def __init__(
+        self,
+        storage: Storage,
+        dispatcher: Dispatcher,
+        clock: StorageClock,
+        claim_lease: float,
+        listeners: Sequence[ReleaseListener] = (),
+    ) -> None:
+        self._storage = storage
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._claim_lease = claim_lease
+        self._listeners = list(listeners)
+        self._halted = threading.Event()
+
+    def start_pass(self) -> None:
+        self._halted.clear()
+
+    @property
+    def halted(self) -> bool:
+        """True once the dispatcher failed in this pass: claiming more would only fail again."""
+        return self._halted.is_set()
+
+    def release_one(self, job_id: str, lock: HeldLock) -> Outcome:
+        """Hangfire's per-job path: take the job's own lock, then hand it over."""
+        if self._halted.is_set() or not lock.valid():
+            return Outcome.STOPPED
+        claim = call_storage(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
+        if claim is None:
+            return Outcome.NOT_CLAIMED
+        (outcome,) = self.release_claims([claim], lock).elements()
+        return outcome
+
+    def release_claims(self, claims: Sequence[ClaimedJob], lock: HeldLock) -> Counter[Outcome]:
+        """Expire, send and acknowledge jobs this process has claimed."""
+        outcomes: Counter[Outcome] = Counter()
+        now = self._clock.now()
+        expired = [c for c in claims if (at := _expires_at(c)) is not None and at <= now]
+        if expired:
+            call_storage(lambda: self._storage.expire(expired, "expired before release"))
+            outcomes[Outcome.EXPIRED] += len(expired)
+        expired_ids = {c.id for c in expired}
+        live = [c for c in claims if c.id not in expired_ids]
+        if not live:
+            return outcomes
+        if not lock.valid() or self._halted.is_set():
+            call_storage(lambda: self._storage.unclaim(live, "scheduler stopped before sending"))
+            outcomes[Outcome.STOPPED] += len(live)
+            return outcomes
+        sent, error = self._send(live)
+        if sent:
+            acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
+            outcomes[Outcome.RELEASED] += len(acked)
+            self._report_fenced([c for c in sent if c.id not in acked])
+            outcomes[Outcome.FENCED] += len(sent) - len(acked)
+            self._notify(sent)
+        unsent = live[len(sent) :]
+        if unsent:
+            self._halted.set()
+            message = f"dispatch failed: {error}"
+            call_storage(lambda: self._storage.unclaim(unsent, message))
+            outcomes[Outcome.FAILED] += len(unsent)
+        return outcomes
+
+    def _send(self, claims: list[ClaimedJob]) -> tuple[list[ClaimedJob], str | None]:
+        """Send ``claims`` with a few quick retries of the unsent tail; returns what went."""
+        sent: list[ClaimedJob] = []
+        remaining = claims
+
+        def attempt() -> None:
+            nonlocal remaining
+            try:
+                if len(remaining) == 1:
+                    self._dispatcher.dispatch(remaining[0])
+                else:
+                    self._dispatcher.dispatch_many(remaining)
+            except BatchDispatchError as exc:
+                sent.extend(remaining[: exc.sent])
+                remaining = remaining[exc.sent :]
+                raise
+            sent.extend(remaining)
+            remaining = []
+
+        try:
+            call_dispatcher(attempt)
+        except Exception as exc:
+            logger.error("handing %d job(s) to the worker system failed: %s", len(remaining), exc)
+            return sent, f"{type(exc).__name__}: {exc}"
+        return sent, None
+
+    def _report_fenced(self, fenced: list[ClaimedJob]) -> None:
+        for claim in fenced:
+            logger.warning(
+                "job %s was sent after its claim expired and was recovered; it may run twice",
+                claim.id,
+            )
+
+    def _notify(self, sent: list[ClaimedJob]) -> None:
+        if not self._listeners:
+            return
+        sent_at = self._clock.now()
+        for claim in sent:
+            for listener in self._listeners:
+                try:
+                    listener(claim, sent_at)
+                except Exception:
+                    logger.exception("release listener %r failed", listener)

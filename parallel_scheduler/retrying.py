@@ -1,0 +1,51 @@
+"""Where transient failures are retried: bounded exponential backoff with jitter, each retry logged.
+
+Storage calls are retried only on ``StorageUnavailableError`` (a dropped or refused connection);
+anything else is a bug or bad data and is raised at once. A hand-off to the worker system is
+retried a few times quickly; past that, the job goes back to Scheduled and the pass backs off.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from storage_adapters import StorageUnavailableError
+
+__all__ = ["call_dispatcher", "call_storage"]
+
+T = TypeVar("T")
+logger = logging.getLogger("parallel_scheduler.retrying")
+
+
+def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
+    """``fn()``, retried while the storage server is unreachable, at most ``give_up_after`` s."""
+    retrying = Retrying(
+        retry=retry_if_exception_type(StorageUnavailableError),
+        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        stop=stop_after_delay(give_up_after),
+        before_sleep=before_sleep_log(logger, logging.WARNING),
+        reraise=True,
+    )
+    return retrying(fn)
+
+
+def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:
+    """``fn()``, retried a few times quickly; the last error is raised for the caller to handle."""
+    retrying = Retrying(
+        wait=wait_random_exponential(multiplier=0.05, max=0.5),
+        stop=stop_after_attempt(attempts),
+        before_sleep=before_sleep_log(logger, logging.WARNING),
+        reraise=True,
+    )
+    return retrying(fn)

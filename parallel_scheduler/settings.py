@@ -1,0 +1,130 @@
+"""Settings: one frozen object, validated once, from three sources with a fixed precedence.
+
+Precedence, highest first: constructor arguments, ``PARALLEL_SCHEDULER_<NAME>`` environment
+variables, the Celery app's ``parallel_scheduler_<name>`` configuration, then the defaults. The
+environment beats Celery's configuration so an operator can override a deployed app without a code
+change. Every value is checked here, so a bad one fails at start-up with its name in the message,
+not halfway through a pass.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, validate_prefix
+from storage_adapters.urls import InvalidStorageURLError, scheme_of
+
+from .errors import ConfigurationError
+
+__all__ = ["ENV_PREFIX", "RELEASE_MODES", "Settings"]
+
+ENV_PREFIX = "PARALLEL_SCHEDULER_"
+CELERY_PREFIX = "parallel_scheduler_"
+RELEASE_MODES = ("per_job", "batch")
+ReleaseMode = Literal["per_job", "batch"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a scheduler runs. Durations are seconds.
+
+    ``release_mode`` picks the release path: ``per_job`` is Hangfire's shape (fetch a batch of
+    due ids, claim each one under its own lock in the thread pool) and pays a few round trips per
+    job, which parallelism hides when the database is far away; ``batch`` claims the whole due
+    batch in one statement and dispatches it in chunks across the pool, which is fastest when
+    the dispatcher, not the database, is the bottleneck.
+    """
+
+    storage_url: str | None = None
+    prefix: str = DEFAULT_PREFIX
+    max_degree_of_parallelism: int = 10
+    batch_size: int = 1000
+    poll_interval: float = 1.0
+    lock_lease: float = 30.0
+    release_mode: ReleaseMode = "per_job"
+    max_payload_bytes: int = 512 * 1024
+
+    def __post_init__(self) -> None:
+        _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
+        _check_int("batch_size", self.batch_size, 1, 100_000)
+        _check_int("max_payload_bytes", self.max_payload_bytes, 64, 64 * 1024 * 1024)
+        _check_seconds("poll_interval", self.poll_interval, 0.01, 3600)
+        _check_seconds("lock_lease", self.lock_lease, 0.5, 3600)
+        if self.release_mode not in RELEASE_MODES:
+            raise ConfigurationError(
+                f"release_mode must be one of {RELEASE_MODES}, not {self.release_mode!r}"
+            )
+        try:
+            validate_prefix(self.prefix)
+            if self.storage_url is not None:
+                scheme_of(self.storage_url)
+        except (InvalidIdentifierError, InvalidStorageURLError) as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    @classmethod
+    def load(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        celery_conf: Mapping[str, Any] | None = None,
+    ) -> Settings:
+        """Settings from every source, by the precedence in the module docstring."""
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        unknown = set(overrides) - _NAMES
+        if unknown:
+            raise ConfigurationError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in _NAMES:
+            if name in overrides:
+                values[name] = overrides[name]
+            elif (raw := environ.get(ENV_PREFIX + name.upper())) is not None:
+                values[name] = _parse(name, raw, f"environment variable {ENV_PREFIX}{name.upper()}")
+            elif celery_conf is not None and celery_conf.get(CELERY_PREFIX + name) is not None:
+                values[name] = celery_conf[CELERY_PREFIX + name]
+        return cls(**values)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as shown to people: the storage URL with its password masked."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.storage_url is not None:
+            shown["storage_url"] = mask_url(self.storage_url)
+        return shown
+
+
+_NAMES = frozenset(f.name for f in fields(Settings))
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "max_degree_of_parallelism": int,
+    "batch_size": int,
+    "max_payload_bytes": int,
+    "poll_interval": float,
+    "lock_lease": float,
+}
+
+
+def _parse(name: str, raw: str, source: str) -> Any:
+    parser = _PARSERS.get(name, str)
+    try:
+        return parser(raw.strip())
+    except ValueError:
+        raise ConfigurationError(f"{source}={raw!r} is not a valid {parser.__name__}") from None
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigurationError(f"{name} must be an integer from {low} to {high}, not {value!r}")
+
+
+def _check_seconds(name: str, value: object, low: float, high: float) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ConfigurationError(f"{name} must be {low} to {high} seconds, not {value!r}")

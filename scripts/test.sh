@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command (`make test`): lint, type-check, then every test against real servers.
+# Extra arguments go to pytest, for example `make test ARGS="-k redis"`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/venv.sh
+exports=$(.venv/bin/python scripts/test_services.py start)
+eval "$exports"
+trap '.venv/bin/python scripts/test_services.py stop' EXIT
+# One command per line: `set -e` does not stop on the left side of a failing `a && b`.
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,283 @@
+"""The storage contract every adapter implements, and the records it speaks in.
+
+This package is a leaf: it never imports ``parallel_scheduler``. A job reaches storage as an opaque,
+already-serialised ``payload`` (the message the dispatcher will send), so an adapter never needs to
+understand Celery, and a message is serialised once, when the job is accepted.
+
+Time is a float of seconds since the Unix epoch (UTC) read from the storage server's clock
+(PostgreSQL ``now()``, Redis ``TIME``, the local clock for SQLite), so scheduler hosts with
+skewed clocks agree on what is due. Durations are float seconds.
+
+Releasing a job is a three-step hand-off that never marks a job Enqueued before it was sent:
+
+1. **claim** (one id under its per-job lock, or a whole due batch in one statement): the job leaves
+   the due set and becomes ``CLAIMED`` with a lease and the claimer's fencing token;
+2. the scheduler hands the payload to the worker system;
+3. **mark_enqueued** (sent) or **unclaim** (the hand-off failed; the job is due again at once).
+
+A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the next lock holder's
+``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
+flight at the crash), and can never lose one.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "MAX_JOB_ID_LENGTH",
+    "ClaimedJob",
+    "InvalidIdentifierError",
+    "JobRecord",
+    "JobState",
+    "LockLease",
+    "NewJob",
+    "Storage",
+    "StorageError",
+    "StorageUnavailableError",
+    "validate_job_id",
+    "validate_prefix",
+]
+
+MAX_JOB_ID_LENGTH = 200
+MAX_TASK_NAME_LENGTH = 255
+_PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+_LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+class StorageError(Exception):
+    """Base of every error an adapter raises on purpose."""
+
+
+class StorageUnavailableError(StorageError):
+    """The storage server could not be reached or dropped the connection; safe to retry."""
+
+
+class InvalidIdentifierError(StorageError, ValueError):
+    """A prefix, lock name or job id that is unsafe to put into SQL or a Redis key."""
+
+
+class JobState(str, enum.Enum):
+    """Where a job is in its life. Only ``SCHEDULED`` jobs are due; terminal states never change."""
+
+    SCHEDULED = "scheduled"
+    CLAIMED = "claimed"
+    ENQUEUED = "enqueued"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (JobState.ENQUEUED, JobState.CANCELLED, JobState.EXPIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job as accepted: its id doubles as the idempotency key."""
+
+    id: str
+    task: str
+    payload: str
+    due_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A stored job as read back. ``updated_at`` is when its state last changed."""
+
+    id: str
+    task: str
+    payload: str
+    due_at: float
+    state: JobState
+    attempts: int
+    created_at: float
+    updated_at: float
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job this claimer holds under ``token`` until ``lease_until`` (storage clock)."""
+
+    id: str
+    task: str
+    payload: str
+    due_at: float
+    attempts: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockLease:
+    """A held distributed lock.
+
+    ``token`` is the fencing token: it grows with every acquisition of the lock, so storage can
+    refuse a write from a holder whose lease ran out while it was stalled and whose lock has since
+    been taken by someone else. ``expires_at`` is on the storage clock.
+    """
+
+    name: str
+    owner: str
+    token: int
+    expires_at: float
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is safe as an SQL identifier part and a Redis key part."""
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        raise InvalidIdentifierError(
+            f"invalid prefix {prefix!r}: use 1-40 characters of letters, digits and '_', "
+            "starting with a letter or '_'"
+        )
+    return prefix
+
+
+def validate_lock_name(name: str) -> str:
+    if not isinstance(name, str) or not _LOCK_NAME_RE.match(name):
+        raise InvalidIdentifierError(
+            f"invalid lock name {name!r}: use 1-100 characters of letters, digits and '_.:-'"
+        )
+    return name
+
+
+def validate_job_id(job_id: str) -> str:
+    """Job ids become Redis keys and Celery task ids: printable, no spaces, bounded length."""
+    if not isinstance(job_id, str) or not job_id:
+        raise InvalidIdentifierError("job id must be a non-empty string")
+    if len(job_id) > MAX_JOB_ID_LENGTH:
+        raise InvalidIdentifierError(
+            f"job id is {len(job_id)} characters long; the limit is {MAX_JOB_ID_LENGTH}"
+        )
+    if not job_id.isprintable() or any(c.isspace() for c in job_id):
+        raise InvalidIdentifierError(f"job id {job_id!r} has whitespace or unprintable characters")
+    return job_id
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Durable store of scheduled jobs and distributed locks.
+
+    Every method is safe to call from many threads and many processes at once. Methods that take
+    a ``lock`` refuse to act (return nothing, change nothing) unless that lease is still the
+    current holder of its lock on the storage clock: that is the fence that stops a stalled
+    scheduler from acting on ownership it lost.
+    """
+
+    # -- set-up and clock -------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create or upgrade the schema. Idempotent; safe to run from several processes."""
+
+    def now(self) -> float:
+        """The storage server's clock, in epoch seconds."""
+
+    def close(self) -> None:
+        """Release connections. The adapter is unusable afterwards."""
+
+    def drop(self) -> None:
+        """Delete every table or key under this adapter's prefix (uninstall, test clean-up)."""
+
+    # -- accept -----------------------------------------------------------------------------
+
+    def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
+        """Durably store ``jobs``, all or nothing, in one round trip where the backend allows.
+
+        Returns, per job, ``True`` if it was stored and ``False`` if a job with that id already
+        existed (in any state); an existing job is left exactly as it was. Ids within one call
+        must be distinct.
+        """
+
+    # -- release ----------------------------------------------------------------------------
+
+    def fetch_due_ids(self, limit: int) -> list[str]:
+        """Up to ``limit`` ids of ``SCHEDULED`` jobs with ``due_at <= now()``, earliest due first.
+
+        Read-only: Hangfire's ``GetFirstByLowestScoreFromSet`` with a count. Served by an index
+        on due time, never a scan.
+        """
+
+    def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
+        """Take the per-job lock on one due job: ``SCHEDULED`` -> ``CLAIMED``, leaving the due set.
+
+        Each claim counts one attempt (``attempts + 1``) and records ``lock.token`` as the claim's
+        token and ``now() + lease`` as its lease. Returns ``None`` when the job is not (or no
+        longer) scheduled and due, when another claimer got it first, or when ``lock`` is no
+        longer current.
+        """
+
+    def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
+        """Claim up to ``limit`` due jobs, earliest first, in one statement or script.
+
+        The set-based fast path: the same guarantees as ``claim`` for every job returned.
+        """
+
+    def mark_enqueued(self, claims: Sequence[ClaimedJob]) -> list[str]:
+        """Record that claimed jobs were handed to the worker system: ``CLAIMED`` -> ``ENQUEUED``.
+
+        Returns the ids that were still held under each claim's token. A claim whose lease ran
+        out but that was not yet recovered still succeeds; a missing id means the claim expired
+        *and was recovered*, so the job may be sent again by another claimer.
+        """
+
+    def unclaim(self, claims: Sequence[ClaimedJob], error: str | None = None) -> list[str]:
+        """Give claimed jobs back: ``CLAIMED`` -> ``SCHEDULED``, due again at their old due time.
+
+        Keeps ``error`` as the job's ``last_error`` (``None`` keeps the previous one). Returns the
+        ids that were still held under each claim's token.
+        """
+
+    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
+        """End claimed jobs that must not be sent (their ``expires`` passed): -> ``EXPIRED``."""
+
+    def recover_expired_claims(self, limit: int = 10_000) -> int:
+        """Make jobs whose claim lease ran out ``SCHEDULED`` again (``last_error`` says why).
+
+        The scheduler calls this under its lock at the start of every pass. Returns how many.
+        """
+
+    def next_due_at(self) -> float | None:
+        """The earliest ``due_at`` of a ``SCHEDULED`` job, or ``None`` when there is none."""
+
+    # -- management -------------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        """One job by id, in any state."""
+
+    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
+        """Jobs (of one state, or all), ordered by ``due_at`` then ``id``, paged by offset."""
+
+    def cancel(self, job_id: str) -> bool:
+        """``SCHEDULED`` -> ``CANCELLED``; ``False`` if the job is missing or not scheduled."""
+
+    def reschedule(self, job_id: str, due_at: float) -> bool:
+        """Move a ``SCHEDULED`` job's due time; ``False`` if it is missing or not scheduled."""
+
+    def count_by_state(self) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zeros included)."""
+
+    # -- the distributed lock ---------------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
+        """Take lock ``name`` for ``lease`` seconds if it is free or its lease ran out.
+
+        Every successful acquisition gets a fencing token greater than any before it. Returns
+        ``None`` while any unexpired lease exists, the caller's own included: the lock is not
+        re-entrant, so one owner cannot run two passes at once.
+        """
+
+    def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
+        """Extend a held lock; ``None`` if ``lock`` is no longer the current holder."""
+
+    def release_lock(self, lock: LockLease) -> bool:
+        """Free the lock if ``lock`` still holds it; the fencing counter is kept.
+
+        ``False`` when the lease was no longer current (taken over, or already run out).
+        """
+
+    def lock_holder(self, name: str) -> LockLease | None:
+        """The current unexpired holder of ``name``, if any (for status output)."""

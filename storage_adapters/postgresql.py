@@ -1,0 +1,125 @@
+"""PostgreSQL adapter: the shared SQL storage over psycopg 3, with row locks that skip.
+
+PostgreSQL is the backend for many scheduler processes at once: claims use ``FOR UPDATE SKIP
+LOCKED``, the due-time index is partial (only scheduled jobs), and schema set-up is serialised
+across processes with a transaction-scoped advisory lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from urllib.parse import unquote, urlsplit
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from .sql_statements import Dialect
+from .sql_storage import SQLStorage
+from .urls import InvalidStorageURLError, mask_url
+
+__all__ = ["PostgreSQLStorage"]
+
+CONNECT_TIMEOUT_SECONDS = 10
+_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+
+
+def _ids_in(column: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    return column == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
+
+
+def _bind_ids(ids: Sequence[str]) -> object:
+    return list(ids)
+
+
+def _is_unavailable(exc: DBAPIError) -> bool:
+    """Connection loss, server shutdown, timeouts and serialisation failures: all retryable."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def _serialise_schema_changes(conn: Connection, prefix: str) -> None:
+    """Queue set-up of one prefix behind any other process doing the same; freed at commit."""
+    digest = hashlib.blake2b(f"parallel-scheduler:schema:{prefix}".encode(), digest_size=8)
+    key = int.from_bytes(digest.digest(), "big", signed=True)
+    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+
+
+# statement_timestamp() is fixed for the whole statement, like now(), but advances between the
+# statements of a transaction; being STABLE (clock_timestamp() is VOLATILE), it can bound an index
+# scan, so "due_at <= now" is served by the due index.
+POSTGRESQL = Dialect(
+    name="postgresql",
+    label="PostgreSQL",
+    now=sa.literal_column(
+        "CAST(extract(epoch FROM statement_timestamp()) AS double precision)", sa.Double
+    ),
+    begin="BEGIN",
+    new_jobs_as_arrays=True,
+    insert=postgresql.insert,
+    ids_in=_ids_in,
+    bind_ids=_bind_ids,
+    is_unavailable=_is_unavailable,
+    serialise_schema_changes=_serialise_schema_changes,
+)
+
+
+def normalise_url(url: str) -> str:
+    """``url`` with the psycopg 3 driver named, whichever PostgreSQL spelling it came in."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or scheme.lower() not in _SCHEMES:
+        raise InvalidStorageURLError(
+            f"not a PostgreSQL URL: {mask_url(url)!r}; expected postgresql://user@host:5432/db"
+        )
+    return f"postgresql+psycopg://{rest}"
+
+
+class PostgreSQLStorage(SQLStorage):
+    """The ``Storage`` contract on PostgreSQL >= 12 through psycopg 3.
+
+    ``pool_size`` connections stay open, and as many again may be opened under load, so it should
+    be at least the scheduler's parallelism. There is no pre-ping on checkout: it would double
+    the round trips of every claim, and a dead connection surfaces as
+    ``StorageUnavailableError`` (the pool then replaces it) for the scheduler's retry to handle.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "ps", pool_size: int = 10) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
+        normalised = normalise_url(url)
+        masked = mask_url(url)
+        secret = _password_of(normalised)
+        try:
+            engine = sa.create_engine(
+                normalised,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=False,
+                isolation_level="AUTOCOMMIT",
+                hide_parameters=True,
+                connect_args=_connect_args(normalised),
+            )
+        except (sa.exc.ArgumentError, ValueError) as exc:
+            detail = str(exc).replace(url, masked).replace(normalised, masked)
+            if secret:
+                detail = detail.replace(secret, "***")
+            raise InvalidStorageURLError(f"invalid PostgreSQL URL {masked!r}: {detail}") from None
+        super().__init__(engine, POSTGRESQL, prefix=prefix, masked_url=masked, secret=secret)
+
+
+def _password_of(url: str) -> str | None:
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def _connect_args(url: str) -> dict[str, object]:
+    """A bounded connect timeout, so an unreachable server fails fast, unless the URL sets one."""
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return {}
+    return {} if "connect_timeout" in query else {"connect_timeout": CONNECT_TIMEOUT_SECONDS}

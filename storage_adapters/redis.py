@@ -1,0 +1,405 @@
+"""Redis adapter: one hash per job, sorted-set indexes by time, one Lua script per state change.
+
+Every key is ``{prefix}:…``. The braces are a Redis Cluster hash tag, so all keys of one scheduler
+share a slot and every multi-key step can run as a single atomic script; the scripts read "now"
+with ``TIME`` so every host agrees on what is due. Floats travel as round-trippable strings.
+
+Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (the other states
+by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
+``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+from redis.commands.core import Script
+
+from .base import (
+    MAX_TASK_NAME_LENGTH,
+    ClaimedJob,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    StorageError,
+    StorageUnavailableError,
+    validate_job_id,
+    validate_lock_name,
+    validate_prefix,
+)
+from .urls import InvalidStorageURLError, mask_url
+
+__all__ = ["RedisStorage"]
+
+SCHEMA_VERSION = 1
+MIN_SERVER_VERSION = (6, 2)  # ZRANGE … BYSCORE LIMIT
+POOL_WAIT_SECONDS = 30.0  # how long a caller queues for a free connection before giving up
+_CONNECTION_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 5.0, "socket_timeout": 30.0}
+# Each name is lua/<name>.lua; lua/_common.lua is put in front of every one of them.
+_SCRIPTS = (
+    "add_jobs",
+    "claim",
+    "claim_due",
+    "settle",
+    "recover",
+    "cancel",
+    "reschedule",
+    "due_ids",
+    "list_jobs",
+    "acquire_lock",
+    "renew_lock",
+    "release_lock",
+    "lock_holder",
+)
+_JOB_FIELDS = [
+    "task",
+    "payload",
+    "due_at",
+    "state",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "last_error",
+]
+_CLAIM_WIDTH = 5  # id, task, payload, due_at, attempts per claimed job in a script reply
+_RECOVERED_REASON = "claim lease expired before the job was marked enqueued"
+
+
+@cache
+def _script_source(name: str) -> str:
+    """The script with the shared helpers in front: Redis scripts cannot include one another."""
+    folder = resources.files("storage_adapters").joinpath("lua")
+    common = folder.joinpath("_common.lua").read_text(encoding="utf-8")
+    return common + folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _float_arg(name: str, value: float, *, positive: bool = False) -> str:
+    """``repr`` round-trips exactly, so the scripts parse the very double the caller passed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be positive, not {value!r}")
+    return repr(float(value))
+
+
+def _lease(value: float) -> str:
+    return _float_arg("lease", value, positive=True)
+
+
+def _count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _validate_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """All input is checked before the script runs, so a bad job cannot leave a partial batch."""
+    seen: set[str] = set()
+    for job in jobs:
+        validate_job_id(job.id)
+        if job.id in seen:
+            raise ValueError(f"job id {job.id!r} appears twice in one add_jobs call")
+        seen.add(job.id)
+        if not isinstance(job.task, str) or not 0 < len(job.task) <= MAX_TASK_NAME_LENGTH:
+            raise ValueError(f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
+        if not isinstance(job.payload, str):
+            raise ValueError(f"job {job.id!r} payload must be a str")
+        _float_arg("due_at", job.due_at)
+
+
+def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
+    task, payload, due_at, state, attempts, created_at, updated_at, last_error = fields
+    return JobRecord(
+        id=job_id,
+        task=task,
+        payload=payload,
+        due_at=float(due_at),
+        state=JobState(state),
+        attempts=int(attempts),
+        created_at=float(created_at),
+        updated_at=float(updated_at),
+        last_error=last_error,
+    )
+
+
+class RedisStorage:
+    """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
+
+    Connections are not retried inside redis-py: a timed-out script may still have run, and
+    replaying a claim or an accept would misreport it. Errors surface as
+    ``StorageUnavailableError`` so the scheduler's own retry decides.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "ps", pool_size: int = 10) -> None:
+        self._prefix = validate_prefix(prefix)
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
+        self._password = _password_of(url)
+        self._masked_url = self._scrub(mask_url(url))
+        try:
+            self._pool = redis.BlockingConnectionPool.from_url(
+                url,
+                max_connections=pool_size + 2,
+                timeout=POOL_WAIT_SECONDS,
+                decode_responses=True,
+                **_CONNECTION_DEFAULTS,
+            )
+        except ValueError as exc:
+            raise InvalidStorageURLError(
+                f"invalid Redis URL {self._masked_url!r}: {self._scrub(exc)}"
+            ) from None
+        self._client = redis.Redis(connection_pool=self._pool)
+        self._scripts: dict[str, Script] = {
+            name: self._client.register_script(_script_source(name)) for name in _SCRIPTS
+        }
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisStorage({self._masked_url!r}, prefix={self._prefix!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _key(self, rest: str) -> str:
+        return f"{{{self._prefix}}}:{rest}"
+
+    def _state_key(self, state: JobState) -> str:
+        return self._key("schedule" if state is JobState.SCHEDULED else f"state:{state.value}")
+
+    def _scrub(self, text: object) -> str:
+        """``mask_url`` misses a password given as a query field, and messages may quote one."""
+        text = str(text)
+        return text.replace(self._password, "***") if self._password else text
+
+    @contextmanager
+    def _talking(self) -> Iterator[redis.Redis]:
+        """Turn driver errors into the contract's errors, naming the server but not its password."""
+        if self._closed:
+            raise StorageError(f"{self!r} is closed")
+        try:
+            yield self._client
+        except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
+            # ReadOnlyError: a failover left us on a replica; retrying reaches the new primary.
+            raise StorageUnavailableError(
+                f"Redis at {self._masked_url} is unavailable: {self._scrub(exc)}"
+            ) from exc
+        except redis.RedisError as exc:
+            raise StorageError(
+                f"Redis at {self._masked_url} failed: {type(exc).__name__}: {self._scrub(exc)}"
+            ) from exc
+
+    def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        with self._talking():
+            return self._scripts[script](keys=keys, args=args)
+
+    def _claiming(
+        self, script: str, lock: LockLease, lease: float, what: str | int
+    ) -> list[ClaimedJob]:
+        """Both claim scripts check the lease and answer with flat rows, payload included."""
+        keys = [
+            self._key(f"lock:{lock.name}"),
+            self._key("schedule"),
+            self._key("claimed"),
+            self._state_key(JobState.CLAIMED),
+        ]
+        args = [self._key("job:"), lock.owner, str(lock.token), _lease(lease), what]
+        flat = self._run(script, keys, args)
+        return [
+            ClaimedJob(
+                id=flat[i],
+                task=flat[i + 1],
+                payload=flat[i + 2],
+                due_at=float(flat[i + 3]),
+                attempts=int(flat[i + 4]),
+                token=lock.token,
+            )
+            for i in range(0, len(flat), _CLAIM_WIDTH)
+        ]
+
+    # -- set-up and clock -------------------------------------------------------------------
+
+    def setup(self) -> None:
+        with self._talking() as client:
+            self._check_server_version(client)
+            client.set(self._key("version"), SCHEMA_VERSION, nx=True)
+            stored = int(client.get(self._key("version")) or SCHEMA_VERSION)
+            # Pre-loading makes the first claim one round trip instead of NOSCRIPT + load + retry.
+            pipe = client.pipeline(transaction=False)
+            for script in self._scripts.values():
+                pipe.script_load(script.script)
+            pipe.execute()
+        if stored > SCHEMA_VERSION:
+            raise StorageError(
+                f"keys under prefix {self._prefix!r} were written by a newer parallel-scheduler "
+                f"(schema {stored}, this one understands {SCHEMA_VERSION}); upgrade it"
+            )
+
+    def _check_server_version(self, client: redis.Redis) -> None:
+        try:
+            version = str(client.info("server").get("redis_version", ""))
+        except redis.ResponseError:
+            return  # INFO is disabled on some managed services; the scripts will fail loudly.
+        parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+        if len(parts) == 2 and parts < MIN_SERVER_VERSION:
+            wanted = ".".join(map(str, MIN_SERVER_VERSION))
+            raise StorageError(
+                f"Redis at {self._masked_url} is version {version}; parallel-scheduler "
+                f"needs Redis >= {wanted}"
+            )
+
+    def now(self) -> float:
+        with self._talking() as client:
+            seconds, micros = client.time()
+        return seconds + micros / 1_000_000
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+            self._pool.disconnect()
+
+    def drop(self) -> None:
+        pattern = "\\{" + self._prefix + "\\}:*"
+        with self._talking() as client:
+            batch: list[str] = []
+            for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    client.unlink(*batch)
+                    batch.clear()
+            if batch:
+                client.unlink(*batch)
+
+    # -- accept -----------------------------------------------------------------------------
+
+    def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
+        _validate_new_jobs(jobs)
+        if not jobs:
+            return []
+        args: list[str] = [self._key("job:")]
+        for job in jobs:
+            args += (job.id, job.task, job.payload, _float_arg("due_at", job.due_at))
+        stored = self._run("add_jobs", [self._key("all"), self._key("schedule")], args)
+        return [bool(flag) for flag in stored]
+
+    # -- release ----------------------------------------------------------------------------
+
+    def fetch_due_ids(self, limit: int) -> list[str]:
+        return list(self._run("due_ids", [self._key("schedule")], [_count("limit", limit)]))
+
+    def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
+        found = self._claiming("claim", lock, lease, job_id)
+        return found[0] if found else None
+
+    def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
+        return self._claiming("claim_due", lock, lease, _count("limit", limit))
+
+    def _settle(
+        self, claims: Sequence[ClaimedJob], target: JobState, error: str | None
+    ) -> list[str]:
+        if not claims:
+            return []
+        keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._state_key(target)]
+        args = [self._key("job:"), target.value, "0" if error is None else "1", error or ""]
+        for claim in claims:
+            args += (claim.id, str(claim.token))
+        return list(self._run("settle", keys, args))
+
+    def mark_enqueued(self, claims: Sequence[ClaimedJob]) -> list[str]:
+        return self._settle(claims, JobState.ENQUEUED, None)
+
+    def unclaim(self, claims: Sequence[ClaimedJob], error: str | None = None) -> list[str]:
+        return self._settle(claims, JobState.SCHEDULED, error)
+
+    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
+        return self._settle(claims, JobState.EXPIRED, reason)
+
+    def recover_expired_claims(self, limit: int = 10_000) -> int:
+        keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._key("schedule")]
+        args: list[str | int] = [self._key("job:"), _count("limit", limit), _RECOVERED_REASON]
+        return int(self._run("recover", keys, args))
+
+    def next_due_at(self) -> float | None:
+        with self._talking() as client:
+            first = client.zrange(self._key("schedule"), 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
+
+    # -- management -------------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        with self._talking() as client:
+            fields = client.hmget(self._key(f"job:{job_id}"), _JOB_FIELDS)
+        return _record(job_id, fields) if fields[0] is not None else None
+
+    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
+        last = offset + _count("limit", limit) - 1
+        index = self._key("all") if state is None else self._state_key(JobState(state))
+        args: list[str | int] = [self._key("job:"), offset, last]
+        return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
+
+    def cancel(self, job_id: str) -> bool:
+        keys = [self._key("schedule"), self._state_key(JobState.CANCELLED)]
+        return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
+
+    def reschedule(self, job_id: str, due_at: float) -> bool:
+        keys = [self._key("schedule"), self._key("all")]
+        args = [self._key("job:"), job_id, _float_arg("due_at", due_at)]
+        return bool(self._run("reschedule", keys, args))
+
+    def count_by_state(self) -> dict[JobState, int]:
+        with self._talking() as client:
+            pipe = client.pipeline(transaction=True)
+            for state in JobState:
+                pipe.zcard(self._state_key(state))
+            counts = pipe.execute()
+        return {state: int(n) for state, n in zip(JobState, counts, strict=True)}
+
+    # -- the distributed lock ---------------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
+        validate_lock_name(name)
+        keys = [self._key(f"lock:{name}"), self._key(f"fence:{name}")]
+        won = self._run("acquire_lock", keys, [owner, _lease(lease)])
+        if not won:
+            return None
+        return LockLease(name=name, owner=owner, token=int(won[0]), expires_at=float(won[1]))
+
+    def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
+        args = [lock.owner, str(lock.token), _lease(lease)]
+        expires_at = self._run("renew_lock", [self._key(f"lock:{lock.name}")], args)
+        if expires_at is None:
+            return None
+        return LockLease(lock.name, lock.owner, lock.token, float(expires_at))
+
+    def release_lock(self, lock: LockLease) -> bool:
+        args = [lock.owner, str(lock.token)]
+        return bool(self._run("release_lock", [self._key(f"lock:{lock.name}")], args))
+
+    def lock_holder(self, name: str) -> LockLease | None:
+        validate_lock_name(name)
+        held = self._run("lock_holder", [self._key(f"lock:{name}")], [])
+        if not held:
+            return None
+        owner, token, expires_at = held
+        return LockLease(name=name, owner=owner, token=int(token), expires_at=float(expires_at))
+
+
+def _password_of(url: str) -> str | None:
+    """The password from the userinfo or, as redis-py also accepts, a ``password`` query field."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.password:
+        return unquote(parts.password)
+    query = parse_qs(parts.query).get("password", [])  # parse_qs has unquoted it already
+    return query[0] if query and query[0] else None

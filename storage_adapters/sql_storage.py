@@ -1,0 +1,329 @@
+"""The ``Storage`` contract in SQLAlchemy Core, shared by the PostgreSQL and SQLite adapters.
+
+The engine runs in autocommit mode: nearly every operation is one statement, which the server
+makes atomic on its own, so a ``BEGIN``/``COMMIT`` pair would only add two round trips. Explicit
+transactions are opened only where several statements must be all-or-nothing (a large
+``add_jobs``, settling claims of several tokens, schema set-up), with the dialect's own ``BEGIN``
+(``BEGIN IMMEDIATE`` on SQLite, so writers queue on the busy timeout instead of failing later
+when a read lock cannot be upgraded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import DBAPIError
+
+from .base import (
+    MAX_TASK_NAME_LENGTH,
+    ClaimedJob,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    StorageError,
+    StorageUnavailableError,
+    validate_job_id,
+    validate_lock_name,
+    validate_prefix,
+)
+from .sql_statements import NEW_JOB_FIELDS, Dialect, Statements
+from .sql_tables import build_tables, migrate
+
+__all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
+
+ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
+_UNDEFINED_TABLE = "42P01"
+
+
+def _positive(name: str, value: float) -> float:
+    if _epoch_seconds(value) <= 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return value
+
+
+def _epoch_seconds(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"time must be a finite number of epoch seconds, not {value!r}")
+    return float(value)
+
+
+def _check_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """Check the whole call before writing, so a bad job cannot leave part of a batch stored."""
+    seen: set[str] = set()
+    for job in jobs:
+        validate_job_id(job.id)
+        if job.id in seen:
+            raise ValueError(f"job id {job.id!r} appears twice in one add_jobs call")
+        seen.add(job.id)
+        if not isinstance(job.task, str) or not job.task:
+            raise ValueError(f"job {job.id!r} needs a task name")
+        if len(job.task) > MAX_TASK_NAME_LENGTH:
+            raise ValueError(f"job {job.id!r} task name is over {MAX_TASK_NAME_LENGTH} characters")
+        if not isinstance(job.payload, str):
+            raise ValueError(f"job {job.id!r} payload must be a str")
+        _epoch_seconds(job.due_at)
+
+
+def _record(row: Row[Any]) -> JobRecord:
+    return JobRecord(
+        id=row.id,
+        task=row.task,
+        payload=row.payload,
+        due_at=float(row.due_at),
+        state=JobState(row.state),
+        attempts=int(row.attempts),
+        created_at=float(row.created_at),
+        updated_at=float(row.updated_at),
+        last_error=row.last_error,
+    )
+
+
+def _claimed(row: Row[Any], token: int) -> ClaimedJob:
+    return ClaimedJob(
+        id=row.id,
+        task=row.task,
+        payload=row.payload,
+        due_at=float(row.due_at),
+        attempts=int(row.attempts),
+        token=token,
+    )
+
+
+class SQLStorage:
+    """One prefix's jobs and locks in an SQL database reached through ``engine``.
+
+    Subclasses only build the engine and describe their ``Dialect``; every behaviour is here.
+    """
+
+    def __init__(
+        self, engine: Engine, dialect: Dialect, *, prefix: str, masked_url: str, secret: str | None
+    ) -> None:
+        self._prefix = validate_prefix(prefix)
+        self._engine = engine
+        self._dialect = dialect
+        self._masked_url = masked_url
+        self._secret = secret
+        self._tables = build_tables(prefix)
+        self._sql = Statements(self._tables, dialect)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._masked_url!r}, prefix={self._prefix!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A pooled connection; driver errors leave as the contract's errors."""
+        if self._closed:
+            raise StorageError(f"{self!r} is closed")
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except DBAPIError as exc:
+            raise self._translate(exc) from exc
+        except sa.exc.TimeoutError as exc:
+            raise StorageUnavailableError(
+                f"no free connection to {self._dialect.label} at {self._masked_url}: {exc}"
+            ) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """All or nothing. On an error, closing the connection rolls back at the driver level."""
+        with self._connection() as conn:
+            conn.exec_driver_sql(self._dialect.begin)
+            yield conn
+            conn.exec_driver_sql("COMMIT")
+
+    def _translate(self, exc: DBAPIError) -> StorageError:
+        detail = f"{type(exc.orig).__name__}: {exc.orig}"
+        if self._secret:
+            detail = detail.replace(self._secret, "***")
+        where = f"{self._dialect.label} at {self._masked_url}"
+        if exc.connection_invalidated or self._dialect.is_unavailable(exc):
+            return StorageUnavailableError(f"{where} is unavailable: {detail}")
+        if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE or "no such table" in detail:
+            detail += f" (has setup() been run for prefix {self._prefix!r}?)"
+        return StorageError(f"{where} failed: {detail}")
+
+    def _rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
+        with self._connection() as conn:
+            return list(conn.execute(statement, params).all())
+
+    def _scalar(self, statement: sa.Executable, params: Mapping[str, Any] | None = None) -> Any:
+        with self._connection() as conn:
+            return conn.execute(statement, params).scalar()
+
+    def _changed(self, statement: sa.Executable, params: Mapping[str, Any]) -> int:
+        with self._connection() as conn:
+            return int(conn.execute(statement, params).rowcount)
+
+    # -- set-up and clock -------------------------------------------------------------------
+
+    def setup(self) -> None:
+        with self._transaction() as conn:
+            self._dialect.serialise_schema_changes(conn, self._prefix)
+            migrate(conn, self._tables, self._dialect.name, self._dialect.now)
+
+    def now(self) -> float:
+        return float(self._scalar(self._sql.now))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    def drop(self) -> None:
+        with self._transaction() as conn:
+            for table in (self._tables.jobs, self._tables.locks, self._tables.schema_version):
+                conn.execute(sa.schema.DropTable(table, if_exists=True))
+
+    # -- accept -----------------------------------------------------------------------------
+
+    def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
+        _check_new_jobs(jobs)
+        size = ADD_JOBS_PAGE_SIZE
+        pages = [jobs[start : start + size] for start in range(0, len(jobs), size)]
+        if not pages:
+            return []
+        # One page is one statement, atomic by itself; more pages need a transaction around them.
+        scope = self._transaction() if len(pages) > 1 else self._connection()
+        stored: set[str] = set()
+        with scope as conn:
+            for page in pages:
+                stored.update(
+                    conn.execute(self._sql.add_jobs, self._new_job_params(page)).scalars()
+                )
+        return [job.id in stored for job in jobs]
+
+    def _new_job_params(self, page: Sequence[NewJob]) -> Any:
+        """A dict of columns as arrays, or a list of rows; see ``Statements._add_jobs``."""
+        rows = [(job.id, job.task, job.payload, float(job.due_at)) for job in page]
+        if self._dialect.new_jobs_as_arrays:
+            return {f"{name}s": [row[i] for row in rows] for i, name in enumerate(NEW_JOB_FIELDS)}
+        return [dict(zip(NEW_JOB_FIELDS, row, strict=True)) for row in rows]
+
+    # -- release ----------------------------------------------------------------------------
+
+    def fetch_due_ids(self, limit: int) -> list[str]:
+        _positive("limit", limit)
+        return [row.id for row in self._rows(self._sql.fetch_due, {"limit": int(limit)})]
+
+    def _claim_params(self, lock: LockLease, lease: float) -> dict[str, Any]:
+        return {
+            "lock_name": lock.name,
+            "lock_owner": lock.owner,
+            "lock_token": lock.token,
+            "lease": float(_positive("lease", lease)),
+        }
+
+    def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
+        params = self._claim_params(lock, lease)
+        rows = self._rows(self._sql.claim, {**params, "job_id": job_id})
+        return _claimed(rows[0], lock.token) if rows else None
+
+    def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
+        params = {**self._claim_params(lock, lease), "limit": int(_positive("limit", limit))}
+        claims = [_claimed(row, lock.token) for row in self._rows(self._sql.claim_due, params)]
+        # RETURNING follows the update's physical order, not the due order the contract promises.
+        return sorted(claims, key=lambda c: (c.due_at, c.id))
+
+    def _settle(
+        self, statement: sa.Update, claims: Sequence[ClaimedJob], error: str | None = None
+    ) -> list[str]:
+        """One statement per fencing token; several run as one transaction, so all or none."""
+        by_token: dict[int, list[str]] = {}
+        for claim in claims:
+            by_token.setdefault(claim.token, []).append(claim.id)
+        if not by_token:
+            return []
+        scope: AbstractContextManager[Connection] = (
+            self._transaction() if len(by_token) > 1 else self._connection()
+        )
+        settled: set[str] = set()
+        with scope as conn:
+            for token, ids in by_token.items():
+                params = {"ids": self._dialect.bind_ids(ids), "held_token": token, "error": error}
+                settled.update(conn.execute(statement, params).scalars())
+        return [job_id for job_id in dict.fromkeys(c.id for c in claims) if job_id in settled]
+
+    def mark_enqueued(self, claims: Sequence[ClaimedJob]) -> list[str]:
+        return self._settle(self._sql.mark_enqueued, claims)
+
+    def unclaim(self, claims: Sequence[ClaimedJob], error: str | None = None) -> list[str]:
+        return self._settle(self._sql.unclaim, claims, error)
+
+    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
+        return self._settle(self._sql.expire, claims, reason)
+
+    def recover_expired_claims(self, limit: int = 10_000) -> int:
+        return self._changed(self._sql.recover, {"limit": int(_positive("limit", limit))})
+
+    def next_due_at(self) -> float | None:
+        due = self._scalar(self._sql.next_due_at)
+        return None if due is None else float(due)
+
+    # -- management -------------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        rows = self._rows(self._sql.get_job, {"job_id": job_id})
+        return _record(rows[0]) if rows else None
+
+    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
+        _positive("limit", limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
+        statement = (
+            self._sql.list_all if state is None else self._sql.list_by_state[JobState(state)]
+        )
+        rows = self._rows(statement, {"limit": int(limit), "offset": offset})
+        return [_record(row) for row in rows]
+
+    def cancel(self, job_id: str) -> bool:
+        return self._changed(self._sql.cancel, {"job_id": job_id}) == 1
+
+    def reschedule(self, job_id: str, due_at: float) -> bool:
+        params = {"job_id": job_id, "new_due_at": _epoch_seconds(due_at)}
+        return self._changed(self._sql.reschedule, params) == 1
+
+    def count_by_state(self) -> dict[JobState, int]:
+        counts = dict.fromkeys(JobState, 0)
+        for row in self._rows(self._sql.count_by_state, {}):
+            counts[JobState(row.state)] = int(row.jobs)
+        return counts
+
+    # -- the distributed lock ---------------------------------------------------------------
+
+    def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
+        validate_lock_name(name)
+        params = {"lock_name": name, "lock_owner": owner, "lease": float(_positive("lease", lease))}
+        rows = self._rows(self._sql.acquire_lock, params)
+        if not rows:
+            return None
+        return LockLease(name, owner, int(rows[0].token), float(rows[0].expires_at))
+
+    def _lease_params(self, lock: LockLease) -> dict[str, Any]:
+        return {"lock_name": lock.name, "lock_owner": lock.owner, "lock_token": lock.token}
+
+    def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
+        params = {**self._lease_params(lock), "lease": float(_positive("lease", lease))}
+        expires_at = self._scalar(self._sql.renew_lock, params)
+        if expires_at is None:
+            return None
+        return LockLease(lock.name, lock.owner, lock.token, float(expires_at))
+
+    def release_lock(self, lock: LockLease) -> bool:
+        return self._changed(self._sql.release_lock, self._lease_params(lock)) == 1
+
+    def lock_holder(self, name: str) -> LockLease | None:
+        validate_lock_name(name)
+        rows = self._rows(self._sql.lock_holder, {"lock_name": name})
+        if not rows:
+            return None
+        return LockLease(name, rows[0].owner, int(rows[0].token), float(rows[0].expires_at))

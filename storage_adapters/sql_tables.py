@@ -1,0 +1,151 @@
+"""The SQL schema of one prefix: Core table objects for queries, versioned migrations to build it.
+
+Two views of the schema live here on purpose. ``build_tables`` describes the *latest* shape, for
+building statements. ``MIGRATIONS`` is the history: each step is frozen DDL that is never edited
+once released, so a database created by any earlier version upgrades by replaying the steps it
+has not seen, recorded one row per step in ``{prefix}_schema_version``. A test checks that the
+migrated database and ``build_tables`` agree.
+
+Only the due-time index differs between the dialects. PostgreSQL gets a partial index holding just
+the scheduled jobs, which stays small however many finished jobs the table keeps; SQLite's planner
+is weaker at choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state`` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .base import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, StorageError, validate_prefix
+
+__all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
+
+MAX_LOCK_NAME_LENGTH = 100
+STATE_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables of one prefix, bound to their own ``MetaData`` so prefixes never mix."""
+
+    jobs: sa.Table
+    locks: sa.Table
+    schema_version: sa.Table
+
+
+def build_tables(prefix: str) -> Tables:
+    """The latest schema under ``prefix``, which ``validate_prefix`` makes a safe identifier."""
+    validate_prefix(prefix)
+    metadata = sa.MetaData()
+    jobs = sa.Table(
+        f"{prefix}_jobs",
+        metadata,
+        sa.Column("id", sa.String(MAX_JOB_ID_LENGTH), primary_key=True),
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("due_at", sa.Double, nullable=False),
+        sa.Column("state", sa.String(STATE_LENGTH), nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+        sa.Column("updated_at", sa.Double, nullable=False),
+        sa.Column("claim_token", sa.BigInteger, nullable=True),
+        sa.Column("lease_until", sa.Double, nullable=True),
+        sa.Column("last_error", sa.Text, nullable=True),
+    )
+    locks = sa.Table(
+        f"{prefix}_locks",
+        metadata,
+        sa.Column("name", sa.String(MAX_LOCK_NAME_LENGTH), primary_key=True),
+        sa.Column("owner", sa.Text, nullable=False),
+        sa.Column("token", sa.BigInteger, nullable=False),
+        sa.Column("expires_at", sa.Double, nullable=False),
+    )
+    schema_version = sa.Table(
+        f"{prefix}_schema_version",
+        metadata,
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("description", sa.Text, nullable=False),
+        sa.Column("applied_at", sa.Double, nullable=False),
+    )
+    return Tables(jobs=jobs, locks=locks, schema_version=schema_version)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One released schema step. ``statements`` yields DDL for a prefix and a dialect name."""
+
+    version: int
+    description: str
+    statements: Callable[[str, str], list[str]]
+
+
+def _v1_initial(p: str, dialect: str) -> list[str]:
+    due_index = (
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_due ON {p}_jobs (due_at, id) "
+        "WHERE state = 'scheduled'"
+        if dialect == "postgresql"
+        else f"CREATE INDEX IF NOT EXISTS {p}_jobs_due ON {p}_jobs (state, due_at, id)"
+    )
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_jobs (
+            id varchar({MAX_JOB_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            payload text NOT NULL,
+            due_at double precision NOT NULL,
+            state varchar({STATE_LENGTH}) NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            claim_token bigint,
+            lease_until double precision,
+            last_error text
+        )""",
+        due_index,
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_claim_lease ON {p}_jobs (lease_until) "
+        "WHERE state = 'claimed'",
+        f"""CREATE TABLE IF NOT EXISTS {p}_locks (
+            name varchar({MAX_LOCK_NAME_LENGTH}) NOT NULL PRIMARY KEY,
+            owner text NOT NULL,
+            token bigint NOT NULL,
+            expires_at double precision NOT NULL
+        )""",
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
+)
+
+
+def migrate(conn: Connection, tables: Tables, dialect: str, now: sa.ColumnElement[float]) -> int:
+    """Apply the migrations ``conn``'s database has not seen; return the resulting version.
+
+    The caller runs this inside one transaction that it has already serialised against other
+    processes (DDL is transactional on both dialects), so a crash leaves the old version intact
+    and two processes never run the same step.
+    """
+    prefix = tables.jobs.name.removesuffix("_jobs")
+    version_table = tables.schema_version
+    conn.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {version_table.name} (version integer NOT NULL PRIMARY KEY, "
+        "description text NOT NULL, applied_at double precision NOT NULL)"
+    )
+    current = conn.execute(sa.select(sa.func.max(version_table.c.version))).scalar() or 0
+    latest = MIGRATIONS[-1].version
+    if current > latest:
+        raise StorageError(
+            f"tables under prefix {prefix!r} are at schema version {current}, newer than the "
+            f"{latest} this parallel-scheduler understands; upgrade it"
+        )
+    for step in MIGRATIONS[current:]:
+        for ddl in step.statements(prefix, dialect):
+            conn.exec_driver_sql(ddl)
+        conn.execute(
+            version_table.insert().values(
+                version=step.version, description=step.description, applied_at=now
+            )
+        )
+    return latest

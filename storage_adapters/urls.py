@@ -1,0 +1,83 @@
+"""Parsing storage URLs, and masking the credentials in them before they reach a log line."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .base import StorageError
+
+__all__ = ["InvalidStorageURLError", "mask_url", "scheme_of"]
+
+KNOWN_SCHEMES = (
+    "sqlite",
+    "postgresql",
+    "postgresql+psycopg",
+    "postgres",
+    "redis",
+    "rediss",
+    "unix",
+)
+
+
+class InvalidStorageURLError(StorageError, ValueError):
+    """A storage URL that is malformed or names a scheme no adapter serves."""
+
+
+_SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "sslpassword"})
+
+
+def _mask_query(query: str) -> str:
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(key.lower() in _SECRET_QUERY_KEYS for key, _ in pairs):
+        return query
+    masked = [(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs]
+    return urlencode(masked, safe="*/")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password (in the user part or the query) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    masked_query = _mask_query(parts.query)
+    if masked_query != parts.query:  # edit the text: urlunsplit would drop unix:///'s empty host
+        url = url.replace("?" + parts.query, "?" + masked_query, 1)
+        parts = parts._replace(query=masked_query)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def scheme_of(url: str) -> str:
+    """The URL's scheme, checked against the schemes an adapter serves."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidStorageURLError("storage URL must be a non-empty string")
+    if "://" not in url:
+        raise InvalidStorageURLError(
+            f"malformed storage URL {mask_url(url)!r}: expected scheme://…, for example "
+            "sqlite:///parallel-scheduler.db, postgresql://user@host/db or redis://host:6379/0"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in KNOWN_SCHEMES:
+        raise InvalidStorageURLError(
+            f"unknown storage URL scheme {scheme!r} in {mask_url(url)!r}; "
+            f"known schemes: {', '.join(KNOWN_SCHEMES)}"
+        )
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError as exc:
+        raise InvalidStorageURLError(f"malformed storage URL {mask_url(url)!r}: {exc}") from None
+    return scheme

@@ -1,0 +1,106 @@
+"""Shared fixtures: real servers only, one isolated prefix per test.
+
+Server-backed tests skip when their server is unreachable on a developer's machine, and fail
+under ``CI=true``, where a skipped storage test would hide a broken adapter. The addresses come
+from ``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL`` and ``PARALLEL_SCHEDULER_TEST_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import storage_adapters
+from storage_adapters import Storage
+
+POSTGRESQL_URL = os.environ.get(
+    "PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+_reachable: dict[str, str | None] = {}
+
+
+def _problem_with(kind: str) -> str | None:
+    """Why ``kind``'s server cannot be used, or ``None``; probed once per session."""
+    if kind not in _reachable:
+        try:
+            if kind == "postgresql":
+                import psycopg
+
+                dsn = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
+                psycopg.connect(dsn, connect_timeout=3).close()
+            elif kind == "redis":
+                import redis
+
+                redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+            _reachable[kind] = None
+        except Exception as exc:
+            _reachable[kind] = f"{kind} server unreachable ({type(exc).__name__}: {exc})"
+    return _reachable[kind]
+
+
+def require_server(kind: str) -> None:
+    problem = _problem_with(kind)
+    if problem is None:
+        return
+    hint = "start it, or run `make test`, which starts throwaway servers"
+    if IN_CI:
+        pytest.fail(f"{problem}; CI=true forbids skipping storage tests: {hint}")
+    pytest.skip(f"{problem}: {hint}")
+
+
+def unique_prefix() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+def storage_url(kind: str, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    require_server(kind)
+    return POSTGRESQL_URL if kind == "postgresql" else REDIS_URL
+
+
+ADAPTERS = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.postgresql),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(params=ADAPTERS)
+def adapter_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_storage(adapter_kind: str, tmp_path: Path) -> Iterator[object]:
+    """A factory of storages that share one prefix, as several scheduler processes would."""
+    url = storage_url(adapter_kind, tmp_path)
+    prefix = unique_prefix()
+    made: list[Storage] = []
+
+    def make(pool_size: int = 10) -> Storage:
+        store = storage_adapters.from_url(url, prefix=prefix, pool_size=pool_size)
+        store.setup()
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+    if made:  # a fresh adapter, since the test may have closed the ones it made
+        cleaner = storage_adapters.from_url(url, prefix=prefix)
+        cleaner.drop()
+        cleaner.close()
+
+
+@pytest.fixture
+def storage(make_storage: object) -> Storage:
+    """A fresh, set-up storage under a prefix no other test uses."""
+    return make_storage()  # type: ignore[operator,no-any-return]

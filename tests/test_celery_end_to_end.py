@@ -1,0 +1,107 @@
+"""A real ``celery worker`` on the Redis broker executes every scheduled job exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from parallel_scheduler import CeleryDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
+from storage_adapters import Storage
+from tests.conftest import REDIS_URL, require_server
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.celery, pytest.mark.redis]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real worker process consuming its own queue; ended by its pid at the end."""
+    require_server("redis")
+    run = uuid.uuid4().hex[:10]
+    env = dict(
+        os.environ,
+        PS_E2E_BROKER_URL=REDIS_URL,
+        PS_E2E_RECORD_URL=REDIS_URL,
+        PS_E2E_RECORD_KEY=f"ps-e2e:{run}:executed",
+    )
+    queue = f"ps-e2e-{run}"
+    command = [
+        sys.executable, "-m", "celery", "-A", "tests.e2e_celery_app", "worker", "-Q", queue,
+        "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--loglevel=WARNING", f"--hostname=e2e-{run}@%h",
+    ]  # fmt: skip
+    log = (tmp_path / "worker.log").open("wb")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    records = redis.Redis.from_url(REDIS_URL)
+    key = env["PS_E2E_RECORD_KEY"]
+    try:
+        wait_until(lambda: records.get(key + ":ready") or process.poll() is not None, timeout=60)
+        assert process.poll() is None, (tmp_path / "worker.log").read_text()
+        yield {"queue": queue, "key": key, "records": records, "env": env}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        records.delete(key, key + ":ready", queue, f"_kombu.binding.{queue}")
+
+
+def executions(worker: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in worker["records"].lrange(worker["key"], 0, -1)]
+
+
+@pytest.mark.parametrize(
+    ("adapter_kind", "release_mode"),
+    [
+        ("sqlite", "per_job"),
+        pytest.param("postgresql", "per_job", marks=pytest.mark.postgresql),
+        ("redis", "per_job"),
+        ("redis", "batch"),
+    ],
+)
+def test_every_job_runs_once_at_or_after_its_due_time(
+    worker: dict[str, Any], make_storage: Any, adapter_kind: str, release_mode: str
+) -> None:
+    storage: Storage = make_storage()
+    # Given 300 jobs scheduled through the public API, falling due over two seconds
+    client = Client(storage)
+    specs = [
+        JobSpec("e2e.record", [i], {"n": i}, {"queue": worker["queue"]}, countdown=2.0 * i / 300)
+        for i in range(300)
+    ]
+    results = client.schedule_many(specs)
+    due = {r.job_id: r.due_at.timestamp() for r in results}
+    # When a scheduler releases them into the real broker
+    from tests.e2e_celery_app import app
+
+    settings = Settings(poll_interval=0.1, release_mode=release_mode, max_degree_of_parallelism=4)
+    scheduler = DelayedJobScheduler(storage, CeleryDispatcher(app), settings)
+    thread = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    thread.start()
+    try:
+        wait_until(lambda: len(executions(worker)) >= len(due), timeout=60)
+        # Wait for the broker queue to drain, so a duplicate would have been executed by now
+        wait_until(lambda: worker["records"].llen(worker["queue"]) == 0, timeout=30)
+    finally:
+        scheduler.stop()
+        thread.join(timeout=30)
+        scheduler.close()
+    # Then every job ran exactly once, never before it was due, with its arguments
+    runs = executions(worker)
+    assert Counter(r["id"] for r in runs) == Counter(due.keys())
+    assert all(r["at"] >= due[r["id"]] - 0.05 for r in runs)  # same host clock; 50 ms slack
+    assert all(r["args"] == [r["kwargs"]["n"]] for r in runs)
+    assert {r["queue"] for r in runs} == {worker["queue"]}

@@ -1,0 +1,200 @@
+"""DelayedJobScheduler over every adapter, with a recording dispatcher in place of a broker."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from parallel_scheduler import (
+    CallableDispatcher,
+    Client,
+    DelayedJobScheduler,
+    JobSpec,
+    JobState,
+    Settings,
+)
+from storage_adapters import ClaimedJob, Storage
+from tests.waiting import wait_until
+
+
+class Recorder:
+    """A dispatcher that remembers what it was given and can be told to fail."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.sent: list[tuple[str, str, list[Any], dict[str, Any], dict[str, Any]]] = []
+        self.fail_after = fail_after
+        self.guard = threading.Lock()
+
+    def __call__(
+        self,
+        task: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        options: dict[str, Any],
+        job_id: str,
+    ) -> None:
+        with self.guard:
+            if self.fail_after is not None and len(self.sent) >= self.fail_after:
+                raise ConnectionError("broker unreachable")
+            self.sent.append((job_id, task, args, kwargs, options))
+
+    @property
+    def ids(self) -> list[str]:
+        return [s[0] for s in self.sent]
+
+
+def make_scheduler(storage: Storage, recorder: Recorder, **settings: Any) -> DelayedJobScheduler:
+    return DelayedJobScheduler(storage, CallableDispatcher(recorder), Settings(**settings))
+
+
+def schedule(storage: Storage, specs: Sequence[JobSpec]) -> list[str]:
+    return [r.job_id for r in Client(storage).schedule_many(specs)]
+
+
+def due_jobs(storage: Storage, count: int) -> list[str]:
+    return schedule(storage, [JobSpec("tasks.add", [i, i]) for i in range(count)])
+
+
+@pytest.mark.parametrize("release_mode", ["per_job", "batch"])
+@pytest.mark.parametrize("parallelism", [1, 8])
+def test_a_pass_releases_every_due_job_once(
+    storage: Storage, release_mode: str, parallelism: int
+) -> None:
+    # Given 250 due jobs and 5 that are not due yet
+    due = due_jobs(storage, 250)
+    schedule(storage, [JobSpec("tasks.later", countdown=3600) for _ in range(5)])
+    recorder = Recorder()
+    scheduler = make_scheduler(
+        storage,
+        recorder,
+        release_mode=release_mode,
+        max_degree_of_parallelism=parallelism,
+        batch_size=100,
+    )
+    # When one pass runs
+    stats = scheduler.run_once()
+    scheduler.close()
+    # Then every due job was sent once, in full batches and one partial one, and none early
+    assert sorted(recorder.ids) == sorted(due)
+    assert (stats.released, stats.fetched, stats.batches) == (250, 250, 3)
+    counts = storage.count_by_state()
+    assert (counts[JobState.ENQUEUED], counts[JobState.SCHEDULED]) == (250, 5)
+    assert storage.lock_holder(DelayedJobScheduler.LOCK_NAME) is None
+
+
+def test_arguments_and_routing_options_reach_the_dispatcher(storage: Storage) -> None:
+    (job_id,) = schedule(
+        storage,
+        [JobSpec("tasks.mail", [1, "ü"], {"to": "a@b"}, {"queue": "mail", "priority": 7})],
+    )
+    recorder = Recorder()
+    make_scheduler(storage, recorder).run_once()
+    assert recorder.sent == [
+        (job_id, "tasks.mail", [1, "ü"], {"to": "a@b"}, {"queue": "mail", "priority": 7})
+    ]
+
+
+def test_nothing_happens_while_another_scheduler_holds_the_lock(storage: Storage) -> None:
+    due_jobs(storage, 3)
+    assert storage.acquire_lock(DelayedJobScheduler.LOCK_NAME, "someone-else", 30) is not None
+    recorder = Recorder()
+    stats = make_scheduler(storage, recorder).run_once()
+    assert not stats.lock_acquired
+    assert recorder.sent == []
+    assert storage.count_by_state()[JobState.SCHEDULED] == 3
+
+
+@pytest.mark.parametrize("release_mode", ["per_job", "batch"])
+def test_a_broker_outage_leaves_jobs_scheduled_and_never_enqueued(
+    storage: Storage, release_mode: str
+) -> None:
+    # Given a dispatcher that sends 4 jobs and then fails
+    due = due_jobs(storage, 20)
+    recorder = Recorder(fail_after=4)
+    scheduler = make_scheduler(
+        storage, recorder, release_mode=release_mode, max_degree_of_parallelism=1
+    )
+    # When a pass runs into the outage
+    stats = scheduler.run_once()
+    # Then exactly the sent jobs are Enqueued; the rest stay Scheduled with the error recorded
+    counts = storage.count_by_state()
+    assert counts[JobState.ENQUEUED] == len(recorder.ids) == 4
+    assert counts[JobState.SCHEDULED] == 16
+    assert stats.failed >= 1
+    unsent = [storage.get_job(i) for i in due if i not in recorder.ids]
+    assert all(r is not None and r.state is JobState.SCHEDULED for r in unsent)
+    errors = [r.last_error for r in unsent if r is not None and r.last_error]
+    assert errors and all("broker unreachable" in e for e in errors)
+    # And once the broker is back, the next pass sends the rest, each once
+    recorder.fail_after = None
+    scheduler.run_once()
+    scheduler.close()
+    assert sorted(recorder.ids) == sorted(due)
+    assert storage.count_by_state()[JobState.ENQUEUED] == 20
+
+
+def test_expired_jobs_are_not_sent(storage: Storage) -> None:
+    now = storage.now()
+    (expired, live) = schedule(
+        storage,
+        [JobSpec("tasks.a", options={"expires": now - 1}), JobSpec("tasks.b")],
+    )
+    recorder = Recorder()
+    stats = make_scheduler(storage, recorder).run_once()
+    assert recorder.ids == [live]
+    assert stats.expired == 1
+    record = storage.get_job(expired)
+    assert record is not None and record.state is JobState.EXPIRED
+
+
+def test_claims_of_a_dead_scheduler_are_recovered(storage: Storage) -> None:
+    # Given a job claimed by a scheduler that died before sending it
+    (job_id,) = due_jobs(storage, 1)
+    dead = storage.acquire_lock(DelayedJobScheduler.LOCK_NAME, "dead", 0.3)
+    assert dead is not None
+    assert storage.claim(job_id, dead, lease=0.3) is not None
+    # When the next scheduler passes after the lease ran out
+    recorder = Recorder()
+    scheduler = make_scheduler(storage, recorder)
+    wait_until(lambda: scheduler.run_once().released == 1, timeout=10)
+    # Then the job was sent once
+    assert recorder.ids == [job_id]
+
+
+def test_run_forever_wakes_for_the_next_due_job_and_stops_cleanly(storage: Storage) -> None:
+    # Given a scheduler whose poll interval is far longer than the wait for the next job
+    recorder = Recorder()
+    scheduler = make_scheduler(storage, recorder, poll_interval=60)
+    schedule(storage, [JobSpec("tasks.soon", countdown=0.5)])
+    thread = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    thread.start()
+    try:
+        # Then it sleeps only until that job is due, not a whole poll interval
+        wait_until(lambda: recorder.ids, timeout=10)
+    finally:
+        scheduler.stop()
+        thread.join(timeout=10)
+    scheduler.close()
+    assert not thread.is_alive()
+    assert storage.lock_holder(DelayedJobScheduler.LOCK_NAME) is None
+
+
+def test_release_listeners_see_each_sent_job(storage: Storage) -> None:
+    due = due_jobs(storage, 10)
+    seen: Counter[str] = Counter()
+
+    def listen(job: ClaimedJob, sent_at: float) -> None:
+        assert sent_at >= job.due_at
+        seen[job.id] += 1
+
+    scheduler = DelayedJobScheduler(
+        storage, CallableDispatcher(Recorder()), Settings(), listeners=[listen]
+    )
+    scheduler.run_once()
+    assert seen == Counter(due)

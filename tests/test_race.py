@@ -1,0 +1,93 @@
+"""Three scheduler processes racing over 20,000 due jobs: every job is dispatched exactly once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import storage_adapters
+from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
+from storage_adapters import JobState, NewJob
+from tests.conftest import unique_prefix
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+JOBS = 20_000
+PROCESSES = 3
+
+
+def scheduler_process(
+    url: str, prefix: str, out: str, release_mode: str, stop: Any, started: Any
+) -> None:
+    """One scheduler process: records each dispatched job id on its own line in ``out``."""
+    storage = storage_adapters.from_url(url, prefix=prefix, pool_size=4)
+    with open(out, "a", buffering=1) as sink:
+
+        def record(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+            sink.write(job_id + "\n")
+
+        settings = Settings(
+            batch_size=500,
+            max_degree_of_parallelism=4,
+            poll_interval=0.02,
+            release_mode=release_mode,
+        )
+        scheduler = DelayedJobScheduler(storage, CallableDispatcher(record), settings)
+        threading.Thread(target=lambda: (stop.wait(), scheduler.stop()), daemon=True).start()
+        started.wait()
+        scheduler.run_forever(install_signal_handlers=False)
+        scheduler.close()
+    storage.close()
+
+
+@pytest.mark.parametrize("adapter_kind", ["postgresql", "redis"])
+@pytest.mark.parametrize("release_mode", ["per_job", "batch"])
+def test_three_schedulers_dispatch_each_job_exactly_once(
+    adapter_kind: str, release_mode: str, tmp_path: Path
+) -> None:
+    from tests.conftest import storage_url
+
+    url = storage_url(adapter_kind, tmp_path)
+    prefix = unique_prefix()
+    storage = storage_adapters.from_url(url, prefix=prefix)
+    storage.setup()
+    try:
+        # Given 20,000 jobs that are all due
+        now = storage.now()
+        ids = [f"race-{i}" for i in range(JOBS)]
+        for first in range(0, JOBS, 5000):
+            storage.add_jobs(
+                [NewJob(i, "tasks.race", "{}", now - 1) for i in ids[first : first + 5000]]
+            )
+        # When three scheduler processes start together
+        context = multiprocessing.get_context("spawn")
+        stop, started = context.Event(), context.Event()
+        outs = [tmp_path / f"sent-{n}.txt" for n in range(PROCESSES)]
+        processes = [
+            context.Process(
+                target=scheduler_process, args=(url, prefix, str(out), release_mode, stop, started)
+            )
+            for out in outs
+        ]
+        for process in processes:
+            process.start()
+        started.set()
+        try:
+            wait_until(lambda: storage.count_by_state()[JobState.ENQUEUED] == JOBS, timeout=240)
+        finally:
+            stop.set()
+            for process in processes:
+                process.join(timeout=60)
+        # Then every job was dispatched exactly once across all processes
+        assert all(p.exitcode == 0 for p in processes)
+        sent = Counter(line for out in outs for line in out.read_text().splitlines())
+        assert sent == Counter(ids)
+        assert storage.count_by_state()[JobState.SCHEDULED] == 0
+    finally:
+        storage.drop()
+        storage.close()

@@ -1,0 +1,241 @@
+"""Redis-only behaviour the shared contract cannot see: key layout, exact floats, error mapping.
+
+Runs against the real server from ``PARALLEL_SCHEDULER_TEST_REDIS_URL``; every test works under
+its own prefix and removes its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from storage_adapters import (
+    ClaimedJob,
+    InvalidStorageURLError,
+    JobState,
+    LockLease,
+    NewJob,
+    StorageError,
+    StorageUnavailableError,
+)
+from storage_adapters.redis import RedisStorage
+from tests.conftest import REDIS_URL, require_server, unique_prefix
+
+pytestmark = pytest.mark.redis
+
+LOCK = "delayed-scheduler"
+
+
+@pytest.fixture
+def raw() -> Iterator[redis.Redis]:
+    require_server("redis")
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return unique_prefix()
+
+
+@pytest.fixture
+def store(raw: redis.Redis, prefix: str) -> Iterator[RedisStorage]:
+    storage = RedisStorage(REDIS_URL, prefix=prefix)
+    storage.setup()
+    yield storage
+    storage.close()
+    for key in keys_of(raw, prefix):
+        raw.unlink(key)
+
+
+def keys_of(raw: redis.Redis, prefix: str) -> list[str]:
+    return list(raw.scan_iter(match=f"*{prefix}*", count=1000))
+
+
+def add_due(store: RedisStorage, count: int) -> list[str]:
+    now = store.now()
+    ids = [f"j{i:05d}" for i in range(count)]
+    store.add_jobs([NewJob(i, "tasks.t", "{}", now - 100 + n * 0.001) for n, i in enumerate(ids)])
+    return ids
+
+
+def test_every_key_carries_the_prefix_hash_tag(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given a store that went through every kind of write
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    ids = add_due(store, 4)
+    claims = store.claim_due(4, lock, 30)
+    store.mark_enqueued(claims[:1])
+    store.unclaim(claims[1:2], "boom")
+    store.expire(claims[2:3], "late")
+    store.cancel(ids[1])
+    # Then every key it made is "{prefix}:…", so all of them hash to one cluster slot
+    keys = keys_of(raw, prefix)
+    assert keys
+    assert all(key.startswith(f"{{{prefix}}}:") for key in keys)
+    assert {key_slot(key.encode()) for key in keys} == {key_slot(prefix.encode())}
+
+
+def test_times_round_trip_exactly(store: RedisStorage) -> None:
+    # Given a due time with more digits than Lua's tostring keeps
+    due = store.now() - 0.123456789
+    store.add_jobs([NewJob("a", "tasks.t", "{}", due)])
+    # Then every read gives back the very same double
+    assert store.next_due_at() == due
+    record = store.get_job("a")
+    assert record is not None and record.due_at == due
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    claim = store.claim("a", lock, 30)
+    assert claim is not None and claim.due_at == due
+    assert store.unclaim([claim]) == ["a"]
+    assert store.next_due_at() == due
+
+
+def test_server_timestamps_keep_microseconds(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given jobs accepted one call at a time (so each reads the clock anew)
+    for n in range(20):
+        store.add_jobs([NewJob(f"j{n}", "tasks.t", "{}", store.now())])
+    # Then their stamps keep TIME's microseconds, not the 14 digits of Lua's tostring
+    stamps = [str(raw.hget(f"{{{prefix}}}:job:j{n}", "created_at")) for n in range(20)]
+    fractions = [repr(float(stamp)).partition(".")[2] for stamp in stamps]
+    assert any(len(f) > 4 for f in fractions)
+
+
+def test_settle_checks_each_claims_own_token(store: RedisStorage) -> None:
+    # Given two jobs claimed under two successive leases of the lock, and a forged claim
+    first_id, second_id, third_id = add_due(store, 3)
+    first_lock = store.acquire_lock(LOCK, "a", 30)
+    assert first_lock is not None
+    first = store.claim(first_id, first_lock, 30)
+    assert store.release_lock(first_lock)
+    second_lock = store.acquire_lock(LOCK, "a", 30)
+    assert second_lock is not None
+    second = store.claim(second_id, second_lock, 30)
+    third = store.claim(third_id, second_lock, 30)
+    assert first is not None and second is not None and third is not None
+    assert first.token != second.token
+    wrong = ClaimedJob(third.id, third.task, third.payload, third.due_at, 1, first.token)
+    # When all of them are acknowledged in one call
+    acked = store.mark_enqueued([first, second, wrong])
+    # Then each claim was checked against its own token
+    assert sorted(acked) == [first_id, second_id]
+    record = store.get_job(third_id)
+    assert record is not None and record.state is JobState.CLAIMED
+
+
+def test_claim_due_takes_thousands_in_one_script(store: RedisStorage) -> None:
+    ids = add_due(store, 5000)
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    claims = store.claim_due(5000, lock, 30)
+    assert [c.id for c in claims] == ids
+    assert sorted(store.mark_enqueued(claims)) == ids
+    assert store.count_by_state()[JobState.ENQUEUED] == 5000
+
+
+def test_lock_key_expires_by_itself(store: RedisStorage, raw: redis.Redis, prefix: str) -> None:
+    lock = store.acquire_lock(LOCK, "a", 2.5)
+    assert lock is not None
+    ttl = raw.pttl(f"{{{prefix}}}:lock:{LOCK}")
+    assert 0 < ttl <= 2500
+    # The fencing counter has no TTL: tokens must keep growing after the lock key is gone
+    assert raw.ttl(f"{{{prefix}}}:fence:{LOCK}") == -1
+
+
+def test_drop_removes_only_its_own_prefix(raw: redis.Redis, prefix: str) -> None:
+    # Given two stores whose prefixes share a beginning
+    short, longer = (
+        RedisStorage(REDIS_URL, prefix=prefix),
+        RedisStorage(REDIS_URL, prefix=prefix + "x"),
+    )
+    try:
+        for storage in (short, longer):
+            storage.setup()
+            storage.add_jobs([NewJob("a", "tasks.t", "{}", storage.now())])
+        # When one is dropped
+        short.drop()
+        # Then its keys are gone and the other's are untouched
+        assert not [k for k in keys_of(raw, prefix) if k.startswith(f"{{{prefix}}}")]
+        assert longer.get_job("a") is not None
+    finally:
+        longer.drop()
+        short.close()
+        longer.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://user:s3cr3t-pw@127.0.0.1:1/0",
+        "unix:///nonexistent/redis.sock?db=0&password=s3cr3t-pw",
+    ],
+)
+def test_unreachable_server_is_unavailable_and_the_password_stays_hidden(url: str) -> None:
+    storage = RedisStorage(url, prefix=unique_prefix())
+    try:
+        with pytest.raises(StorageUnavailableError) as caught:
+            storage.now()
+    finally:
+        storage.close()
+    message = str(caught.value)
+    assert "s3cr3t-pw" not in message
+    assert "***" in message
+    assert "s3cr3t-pw" not in repr(storage)
+
+
+def test_other_redis_errors_are_storage_errors(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given the due set's key clobbered with a value of the wrong type
+    raw.set(f"{{{prefix}}}:schedule", "not a sorted set")
+    # Then the script's WRONGTYPE error is a StorageError, not "unavailable" (retrying won't help)
+    with pytest.raises(StorageError) as caught:
+        store.add_jobs([NewJob("a", "tasks.t", "{}", store.now())])
+    assert not isinstance(caught.value, StorageUnavailableError)
+    assert "WRONGTYPE" in str(caught.value)
+
+
+def test_a_closed_store_refuses_work(store: RedisStorage) -> None:
+    store.close()
+    store.close()
+    with pytest.raises(StorageError, match="closed"):
+        store.now()
+
+
+def test_keys_from_a_newer_schema_are_refused(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    raw.set(f"{{{prefix}}}:version", 99)
+    with pytest.raises(StorageError, match="newer"):
+        store.setup()
+
+
+def test_malformed_url_options_are_rejected_up_front() -> None:
+    with pytest.raises(InvalidStorageURLError):
+        RedisStorage("redis://127.0.0.1:6379/0?socket_timeout=soon")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.claim_due(0, LockLease(LOCK, "a", 1, 0.0), 30),
+        lambda s: s.claim("a", LockLease(LOCK, "a", 1, 0.0), -1),
+        lambda s: s.acquire_lock(LOCK, "a", 0),
+        lambda s: s.acquire_lock(LOCK, "a", float("nan")),
+        lambda s: s.recover_expired_claims(-1),
+        lambda s: s.list_jobs(None, 10, offset=-1),
+        lambda s: s.reschedule("a", float("inf")),
+    ],
+)
+def test_bad_numbers_are_value_errors(store: RedisStorage, call: object) -> None:
+    with pytest.raises(ValueError):
+        call(store)  # type: ignore[operator]

@@ -1,0 +1,80 @@
+"""Settings: precedence of sources and validation with clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from parallel_scheduler import ConfigurationError, Settings
+
+
+def test_defaults() -> None:
+    settings = Settings.load(environ={})
+    assert settings.max_degree_of_parallelism == 10
+    assert settings.batch_size == 1000
+    assert settings.release_mode == "per_job"
+    assert settings.storage_url is None
+
+
+def test_arguments_beat_environment_beat_celery_config() -> None:
+    environ = {
+        "PARALLEL_SCHEDULER_BATCH_SIZE": "200",
+        "PARALLEL_SCHEDULER_MAX_DEGREE_OF_PARALLELISM": "7",
+    }
+    celery_conf = {
+        "parallel_scheduler_batch_size": 300,
+        "parallel_scheduler_max_degree_of_parallelism": 3,
+        "parallel_scheduler_poll_interval": 0.5,
+    }
+    settings = Settings.load(
+        {"max_degree_of_parallelism": 20}, environ=environ, celery_conf=celery_conf
+    )
+    assert settings.max_degree_of_parallelism == 20  # argument
+    assert settings.batch_size == 200  # environment
+    assert settings.poll_interval == 0.5  # Celery configuration
+    assert settings.lock_lease == 30.0  # default
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("max_degree_of_parallelism", 0, "max_degree_of_parallelism"),
+        ("batch_size", -5, "batch_size"),
+        ("poll_interval", float("nan"), "poll_interval"),
+        ("lock_lease", float("inf"), "lock_lease"),
+        ("release_mode", "fastest", "release_mode"),
+        ("prefix", "bad prefix;", "prefix"),
+        ("prefix", "", "prefix"),
+        ("storage_url", "mongodb://x", "scheme"),
+        ("storage_url", "not a url", "malformed"),
+    ],
+)
+def test_bad_values_name_the_setting(name: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Settings.load({name: value}, environ={})
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigurationError, match="PARALLEL_SCHEDULER_BATCH_SIZE"):
+        Settings.load(environ={"PARALLEL_SCHEDULER_BATCH_SIZE": "lots"})
+
+
+def test_unknown_setting_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="batchsize"):
+        Settings.load({"batchsize": 5}, environ={})
+
+
+def test_describe_masks_the_password() -> None:
+    settings = Settings(storage_url="postgresql://app:s3cret@db.example:5432/jobs")
+    shown = settings.describe()["storage_url"]
+    assert "s3cret" not in shown
+    assert shown == "postgresql://app:***@db.example:5432/jobs"
+
+
+def test_mask_url_hides_passwords_in_the_query_too() -> None:
+    from storage_adapters import mask_url
+
+    assert mask_url("unix:///tmp/redis.sock?db=0&password=s3cret") == (
+        "unix:///tmp/redis.sock?db=0&password=***"
+    )
+    assert mask_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
+    assert mask_url("postgresql://app@host/db") == "postgresql://app@host/db"

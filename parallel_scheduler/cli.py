@@ -130,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the embedded demo: SQLite + a real Celery worker")
     demo.add_argument("--jobs", type=int, default=10_000)
-    demo.add_argument("--spread", type=float, default=3.0, help="seconds over which jobs fall due")
+    demo.add_argument("--spread", type=float, default=10.0, help="seconds over which jobs fall due")
     demo.add_argument("--max-degree-of-parallelism", type=int, default=4)
     demo.add_argument("--batch-size", type=int, default=1000)
+    demo.add_argument("--release-mode", choices=RELEASE_MODES, default="batch")
     demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
     demo.set_defaults(handler=cmd_demo)
     return parser
@@ -286,6 +287,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         spread=ns.spread,
         max_degree_of_parallelism=ns.max_degree_of_parallelism,
         batch_size=ns.batch_size,
+        release_mode=ns.release_mode,
         workdir=ns.workdir,
     )
 

@@ -118,9 +118,10 @@ def _summary(
 def run_demo(
     *,
     jobs: int = 10_000,
-    spread: float = 3.0,
+    spread: float = 10.0,
     max_degree_of_parallelism: int = 4,
     batch_size: int = 1000,
+    release_mode: str = "batch",
     workdir: str | None = None,
     timeout: float = 300.0,
 ) -> int:
@@ -134,6 +135,7 @@ def run_demo(
             storage_url=f"sqlite:///{folder / 'demo.db'}",
             max_degree_of_parallelism=max_degree_of_parallelism,
             batch_size=batch_size,
+            release_mode=release_mode,  # type: ignore[arg-type]  # Settings validates it
             poll_interval=0.05,
         )
         return _run(folder, jobs, spread, settings, timeout)

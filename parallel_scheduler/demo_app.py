@@ -1,4 +1,4 @@
-"""The Celery app of ``parallel-scheduler demo``: kombu's filesystem broker, no server needed.
+"""The Celery app of ``parallel-scheduler demo``: a filesystem broker, no server needed.
 
 Its one task appends its own task id (which is the job id) to a file per worker process, so the
 demo can count every execution and find any job that ran twice or never.
@@ -13,6 +13,8 @@ from typing import Any, TextIO
 from celery import Celery
 from celery.signals import worker_ready
 
+from .demo_transport import ALIAS
+
 DEMO_DIR = Path(os.environ.get("PARALLEL_SCHEDULER_DEMO_DIR", ".parallel-scheduler-demo"))
 QUEUE = "demo"
 TASK = "parallel_scheduler.demo.record"
@@ -25,12 +27,12 @@ def broker_folders(workdir: Path) -> dict[str, object]:
         "data_folder_in": str(queue_dir),
         "data_folder_out": str(queue_dir),
         "store_processed": False,
-        "polling_interval": 0.05,
+        "polling_interval": 0.005,
     }
 
 
 def make_app(workdir: Path) -> Celery:
-    app = Celery("parallel_scheduler_demo", broker="filesystem://")
+    app = Celery("parallel_scheduler_demo", broker=f"{ALIAS}://localhost/")
     app.conf.update(
         broker_transport_options=broker_folders(workdir),
         task_serializer="json",
@@ -38,6 +40,7 @@ def make_app(workdir: Path) -> Celery:
         task_default_queue=QUEUE,
         task_ignore_result=True,
         worker_hijack_root_logger=False,
+        worker_prefetch_multiplier=64,
         broker_connection_retry_on_startup=True,
     )
     return app

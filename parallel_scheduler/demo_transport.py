@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from collections import defaultdict, deque
+from queue import Empty
 from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES, filesystem
@@ -22,12 +23,12 @@ ALIAS = "psdemo"
 RELIST_AFTER = 0.02  # seconds
 
 
-class Channel(filesystem.Channel):  # type: ignore[misc]
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+class Channel(filesystem.Channel):
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:
         name = f"{time.monotonic_ns():020d}_{uuid.uuid4().hex}.{queue}.msg"
         hidden = os.path.join(self.data_folder_out, f".{name}.tmp")
         with open(hidden, "wb") as f:
-            f.write(dumps(payload).encode())
+            f.write(dumps(payload).encode())  # type: ignore[no-untyped-call]
         os.rename(hidden, os.path.join(self.data_folder_out, name))
 
     def _listing(self, queue: str) -> deque[str]:
@@ -47,7 +48,7 @@ class Channel(filesystem.Channel):  # type: ignore[misc]
         state["at"] = time.monotonic()
         return queues.setdefault(queue, deque())
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: Any, timeout: Any = None) -> Any:
         pending = self._listing(queue)
         while pending:
             source = os.path.join(self.data_folder_in, pending.popleft())
@@ -59,11 +60,11 @@ class Channel(filesystem.Channel):  # type: ignore[misc]
             with open(taken, "rb") as f:
                 payload = f.read()
             os.unlink(taken)
-            return loads(payload.decode())
-        raise filesystem.Empty()
+            return loads(payload.decode())  # type: ignore[no-untyped-call]
+        raise Empty()
 
 
-class Transport(filesystem.Transport):  # type: ignore[misc]
+class Transport(filesystem.Transport):
     Channel = Channel
 
 

@@ -24,7 +24,7 @@ RELIST_AFTER = 0.02  # seconds
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         name = f"{time.monotonic_ns():020d}_{uuid.uuid4().hex}.{queue}.msg"
         hidden = os.path.join(self.data_folder_out, f".{name}.tmp")
         with open(hidden, "wb") as f:

@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(ns: argparse.Namespace) -> Settings:
+def _settings(ns: argparse.Namespace, celery_conf: Any = None) -> Settings:
     names = (
         "storage_url",
         "prefix",
@@ -149,7 +149,8 @@ def _settings(ns: argparse.Namespace) -> Settings:
         "lock_lease",
         "release_mode",
     )
-    return Settings.load({n: getattr(ns, n) for n in names if getattr(ns, n, None) is not None})
+    overrides = {n: getattr(ns, n) for n in names if getattr(ns, n, None) is not None}
+    return Settings.load(overrides, celery_conf=celery_conf)
 
 
 def _client(ns: argparse.Namespace) -> Client:
@@ -168,8 +169,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from .celery import app_for_broker, load_app
     from .dispatchers import CeleryDispatcher
 
-    settings = _settings(ns)
     app = load_app(ns.app) if ns.app else app_for_broker(ns.broker_url)
+    settings = _settings(ns, celery_conf=app.conf)
     storage = storage_adapters.from_url(
         settings.storage_url, prefix=settings.prefix, pool_size=settings.max_degree_of_parallelism
     )

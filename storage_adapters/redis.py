@@ -11,7 +11,6 @@ by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -23,7 +22,6 @@ import redis
 from redis.commands.core import Script
 
 from .base import (
-    MAX_TASK_NAME_LENGTH,
     ClaimedJob,
     JobRecord,
     JobState,
@@ -31,9 +29,15 @@ from .base import (
     NewJob,
     StorageError,
     StorageUnavailableError,
-    validate_job_id,
     validate_lock_name,
     validate_prefix,
+)
+from .checks import (
+    RECOVERED_REASON,
+    check_new_jobs,
+    epoch_seconds,
+    positive_count,
+    positive_seconds,
 )
 from .urls import InvalidStorageURLError, mask_url
 
@@ -70,7 +74,6 @@ _JOB_FIELDS = [
     "last_error",
 ]
 _CLAIM_WIDTH = 5  # id, task, payload, due_at, attempts per claimed job in a script reply
-_RECOVERED_REASON = "claim lease expired before the job was marked enqueued"
 
 
 @cache
@@ -83,36 +86,11 @@ def _script_source(name: str) -> str:
 
 def _float_arg(name: str, value: float, *, positive: bool = False) -> str:
     """``repr`` round-trips exactly, so the scripts parse the very double the caller passed."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be positive, not {value!r}")
-    return repr(float(value))
+    return repr(positive_seconds(name, value) if positive else epoch_seconds(name, value))
 
 
 def _lease(value: float) -> str:
     return _float_arg("lease", value, positive=True)
-
-
-def _count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return value
-
-
-def _validate_new_jobs(jobs: Sequence[NewJob]) -> None:
-    """All input is checked before the script runs, so a bad job cannot leave a partial batch."""
-    seen: set[str] = set()
-    for job in jobs:
-        validate_job_id(job.id)
-        if job.id in seen:
-            raise ValueError(f"job id {job.id!r} appears twice in one add_jobs call")
-        seen.add(job.id)
-        if not isinstance(job.task, str) or not 0 < len(job.task) <= MAX_TASK_NAME_LENGTH:
-            raise ValueError(f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
-        if not isinstance(job.payload, str):
-            raise ValueError(f"job {job.id!r} payload must be a str")
-        _float_arg("due_at", job.due_at)
 
 
 def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
@@ -280,7 +258,7 @@ class RedisStorage:
     # -- accept -----------------------------------------------------------------------------
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
-        _validate_new_jobs(jobs)
+        check_new_jobs(jobs)
         if not jobs:
             return []
         args: list[str] = [self._key("job:")]
@@ -292,14 +270,14 @@ class RedisStorage:
     # -- release ----------------------------------------------------------------------------
 
     def fetch_due_ids(self, limit: int) -> list[str]:
-        return list(self._run("due_ids", [self._key("schedule")], [_count("limit", limit)]))
+        return list(self._run("due_ids", [self._key("schedule")], [positive_count("limit", limit)]))
 
     def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
         found = self._claiming("claim", lock, lease, job_id)
         return found[0] if found else None
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
-        return self._claiming("claim_due", lock, lease, _count("limit", limit))
+        return self._claiming("claim_due", lock, lease, positive_count("limit", limit))
 
     def _settle(
         self, claims: Sequence[ClaimedJob], target: JobState, error: str | None
@@ -323,7 +301,11 @@ class RedisStorage:
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
         keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._key("schedule")]
-        args: list[str | int] = [self._key("job:"), _count("limit", limit), _RECOVERED_REASON]
+        args: list[str | int] = [
+            self._key("job:"),
+            positive_count("limit", limit),
+            RECOVERED_REASON,
+        ]
         return int(self._run("recover", keys, args))
 
     def next_due_at(self) -> float | None:
@@ -341,7 +323,7 @@ class RedisStorage:
     def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
-        last = offset + _count("limit", limit) - 1
+        last = offset + positive_count("limit", limit) - 1
         index = self._key("all") if state is None else self._state_key(JobState(state))
         args: list[str | int] = [self._key("job:"), offset, last]
         return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]

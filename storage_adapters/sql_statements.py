@@ -26,12 +26,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from .base import JobState
+from .checks import RECOVERED_REASON
 from .sql_tables import Tables
 
-__all__ = ["NEW_JOB_FIELDS", "RECOVERED_REASON", "Dialect", "Statements", "state_is"]
+__all__ = ["NEW_JOB_FIELDS", "Dialect", "Statements", "state_is"]
 
 NEW_JOB_FIELDS = ("id", "task", "payload", "due_at")
-RECOVERED_REASON = "claim lease expired before the job was marked enqueued"
 
 UpsertInsert = postgresql.Insert | sqlite.Insert
 

@@ -10,7 +10,6 @@ when a read lock cannot be upgraded).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -20,7 +19,6 @@ from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
 from .base import (
-    MAX_TASK_NAME_LENGTH,
     ClaimedJob,
     JobRecord,
     JobState,
@@ -28,10 +26,10 @@ from .base import (
     NewJob,
     StorageError,
     StorageUnavailableError,
-    validate_job_id,
     validate_lock_name,
     validate_prefix,
 )
+from .checks import check_new_jobs, epoch_seconds, positive_count, positive_seconds
 from .sql_statements import NEW_JOB_FIELDS, Dialect, Statements
 from .sql_tables import build_tables, migrate
 
@@ -39,35 +37,6 @@ __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
 ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
 _UNDEFINED_TABLE = "42P01"
-
-
-def _positive(name: str, value: float) -> float:
-    if _epoch_seconds(value) <= 0:
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
-    return value
-
-
-def _epoch_seconds(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"time must be a finite number of epoch seconds, not {value!r}")
-    return float(value)
-
-
-def _check_new_jobs(jobs: Sequence[NewJob]) -> None:
-    """Check the whole call before writing, so a bad job cannot leave part of a batch stored."""
-    seen: set[str] = set()
-    for job in jobs:
-        validate_job_id(job.id)
-        if job.id in seen:
-            raise ValueError(f"job id {job.id!r} appears twice in one add_jobs call")
-        seen.add(job.id)
-        if not isinstance(job.task, str) or not job.task:
-            raise ValueError(f"job {job.id!r} needs a task name")
-        if len(job.task) > MAX_TASK_NAME_LENGTH:
-            raise ValueError(f"job {job.id!r} task name is over {MAX_TASK_NAME_LENGTH} characters")
-        if not isinstance(job.payload, str):
-            raise ValueError(f"job {job.id!r} payload must be a str")
-        _epoch_seconds(job.due_at)
 
 
 def _record(row: Row[Any]) -> JobRecord:
@@ -187,7 +156,7 @@ class SQLStorage:
     # -- accept -----------------------------------------------------------------------------
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
-        _check_new_jobs(jobs)
+        check_new_jobs(jobs)
         size = ADD_JOBS_PAGE_SIZE
         pages = [jobs[start : start + size] for start in range(0, len(jobs), size)]
         if not pages:
@@ -212,7 +181,7 @@ class SQLStorage:
     # -- release ----------------------------------------------------------------------------
 
     def fetch_due_ids(self, limit: int) -> list[str]:
-        _positive("limit", limit)
+        positive_count("limit", limit)
         return [row.id for row in self._rows(self._sql.fetch_due, {"limit": int(limit)})]
 
     def _claim_params(self, lock: LockLease, lease: float) -> dict[str, Any]:
@@ -220,7 +189,7 @@ class SQLStorage:
             "lock_name": lock.name,
             "lock_owner": lock.owner,
             "lock_token": lock.token,
-            "lease": float(_positive("lease", lease)),
+            "lease": positive_seconds("lease", lease),
         }
 
     def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
@@ -229,7 +198,7 @@ class SQLStorage:
         return _claimed(rows[0], lock.token) if rows else None
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
-        params = {**self._claim_params(lock, lease), "limit": int(_positive("limit", limit))}
+        params = {**self._claim_params(lock, lease), "limit": positive_count("limit", limit)}
         claims = [_claimed(row, lock.token) for row in self._rows(self._sql.claim_due, params)]
         # RETURNING follows the update's physical order, not the due order the contract promises.
         return sorted(claims, key=lambda c: (c.due_at, c.id))
@@ -263,7 +232,7 @@ class SQLStorage:
         return self._settle(self._sql.expire, claims, reason)
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
-        return self._changed(self._sql.recover, {"limit": int(_positive("limit", limit))})
+        return self._changed(self._sql.recover, {"limit": positive_count("limit", limit)})
 
     def next_due_at(self) -> float | None:
         due = self._scalar(self._sql.next_due_at)
@@ -276,7 +245,7 @@ class SQLStorage:
         return _record(rows[0]) if rows else None
 
     def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        _positive("limit", limit)
+        positive_count("limit", limit)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
         statement = (
@@ -289,7 +258,7 @@ class SQLStorage:
         return self._changed(self._sql.cancel, {"job_id": job_id}) == 1
 
     def reschedule(self, job_id: str, due_at: float) -> bool:
-        params = {"job_id": job_id, "new_due_at": _epoch_seconds(due_at)}
+        params = {"job_id": job_id, "new_due_at": epoch_seconds("due_at", due_at)}
         return self._changed(self._sql.reschedule, params) == 1
 
     def count_by_state(self) -> dict[JobState, int]:
@@ -302,7 +271,7 @@ class SQLStorage:
 
     def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
         validate_lock_name(name)
-        params = {"lock_name": name, "lock_owner": owner, "lease": float(_positive("lease", lease))}
+        params = {"lock_name": name, "lock_owner": owner, "lease": positive_seconds("lease", lease)}
         rows = self._rows(self._sql.acquire_lock, params)
         if not rows:
             return None
@@ -312,7 +281,7 @@ class SQLStorage:
         return {"lock_name": lock.name, "lock_owner": lock.owner, "lock_token": lock.token}
 
     def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
-        params = {**self._lease_params(lock), "lease": float(_positive("lease", lease))}
+        params = {**self._lease_params(lock), "lease": positive_seconds("lease", lease)}
         expires_at = self._scalar(self._sql.renew_lock, params)
         if expires_at is None:
             return None

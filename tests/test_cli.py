@@ -111,3 +111,21 @@ def test_run_releases_into_the_broker_and_stops_on_sigterm(tmp_path: Path) -> No
             process.kill()
         broker.delete(queue, f"_kombu.binding.{queue}")
         storage.close()
+
+
+def test_run_reads_the_celery_apps_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a Celery app whose config sets a bad batch size for parallel-scheduler
+    (tmp_path / "proj_conf.py").write_text(
+        "from celery import Celery\n"
+        "app = Celery('proj', broker='memory://')\n"
+        "app.conf.parallel_scheduler_batch_size = -3\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # When the scheduler starts with that app, Then it refuses, naming the setting
+    args = ["--storage-url", f"sqlite:///{tmp_path / 'x.db'}", "run", "--app", "proj_conf:app"]
+    code, _, err = run_cli([*args, "--once"], capsys)
+    assert code == 2
+    assert "batch_size must be an integer" in err

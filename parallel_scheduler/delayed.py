@@ -56,8 +56,11 @@ class DelayedJobScheduler:
         *,
         owner: str | None = None,
         listeners: Sequence[ReleaseListener] = (),
+        owns_storage: bool = False,
     ) -> None:
+        """``owns_storage``: ``close()`` closes the storage too (when this scheduler opened it)."""
         self.storage = storage
+        self._owns_storage = owns_storage
         self.settings = settings or Settings()
         self.owner = owner or default_owner()
         self._clock = StorageClock(storage)
@@ -184,6 +187,8 @@ class DelayedJobScheduler:
         self._stopping.set()
 
     def close(self) -> None:
-        """Stop and free the thread pool (the storage belongs to the caller)."""
+        """Stop and free the thread pool, and the storage if this scheduler owns it."""
         self.stop()
         self._pool.shutdown()
+        if self._owns_storage:
+            self.storage.close()

@@ -24,7 +24,23 @@ __all__ = ["ROUTING_OPTIONS", "Job", "JobSpec", "decode_payload", "due_time", "n
 
 #: Options carried to the worker system unchanged (Celery's names for them).
 ROUTING_OPTIONS = frozenset(
-    {"queue", "routing_key", "exchange", "priority", "headers", "expires", "link", "link_error"}
+    {
+        "queue",
+        "routing_key",
+        "exchange",
+        "priority",
+        "headers",
+        "expires",
+        "link",
+        "link_error",
+        "time_limit",
+        "soft_time_limit",
+        "ignore_result",
+        "shadow",
+        "serializer",
+        "compression",
+        "delivery_mode",
+    }
 )
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
 

@@ -37,6 +37,9 @@ class Settings:
     job, which parallelism hides when the database is far away; ``batch`` claims the whole due
     batch in one statement and dispatches it in chunks across the pool, which is fastest when
     the dispatcher, not the database, is the bottleneck.
+
+    ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
+    this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.
     """
 
     storage_url: str | None = None
@@ -47,6 +50,7 @@ class Settings:
     lock_lease: float = 30.0
     release_mode: ReleaseMode = "per_job"
     max_payload_bytes: int = 512 * 1024
+    eta_threshold: float | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -54,6 +58,8 @@ class Settings:
         _check_int("max_payload_bytes", self.max_payload_bytes, 64, 64 * 1024 * 1024)
         _check_seconds("poll_interval", self.poll_interval, 0.01, 3600)
         _check_seconds("lock_lease", self.lock_lease, 0.5, 3600)
+        if self.eta_threshold is not None:
+            _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
         if self.release_mode not in RELEASE_MODES:
             raise ConfigurationError(
                 f"release_mode must be one of {RELEASE_MODES}, not {self.release_mode!r}"
@@ -104,6 +110,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_payload_bytes": int,
     "poll_interval": float,
     "lock_lease": float,
+    "eta_threshold": float,
 }
 
 

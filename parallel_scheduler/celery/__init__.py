@@ -1,7 +1,24 @@
-"""Celery integration: loading the user's app and building a dispatcher for it."""
+"""Celery integration: ``install(app)`` and everything it plugs in.
+
+app = Celery("proj")
+parallel_scheduler.celery.install(app)          # reads app.conf.parallel_scheduler_*
+add.apply_async((1, 2), countdown=86_400)        # stored durably beyond eta_threshold
+add.schedule((1, 2), countdown=60)               # always stored durably
+app.parallel_scheduler.cancel(result.id)
+"""
 
 from __future__ import annotations
 
 from .app_loading import app_for_broker, load_app
+from .integration import CeleryIntegration, get_integration, install
+from .signals import job_released, job_scheduled
 
-__all__ = ["app_for_broker", "load_app"]
+__all__ = [
+    "CeleryIntegration",
+    "app_for_broker",
+    "get_integration",
+    "install",
+    "job_released",
+    "job_scheduled",
+    "load_app",
+]

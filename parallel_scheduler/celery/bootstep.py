@@ -1,0 +1,105 @@
+"""The worker bootstep: ``celery -A proj worker --parallel-scheduler`` runs a scheduler inside
+every worker started with the flag; the scheduler lock keeps exactly one of them active, and
+another takes over within one lock lease when it dies.
+
+The configuration is checked (storage reachable, schema set up) before the worker starts
+consuming, so a misconfigured worker stops at start-up with one clear error rather than running
+half-configured. The scheduler itself is built after the pool has forked its children, so no
+database connection is ever shared across a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import click
+from celery import bootsteps
+from celery.exceptions import ImproperlyConfigured
+
+from storage_adapters import StorageError, mask_url
+
+from ..delayed import DelayedJobScheduler
+from ..errors import ParallelSchedulerError
+
+__all__ = ["ParallelSchedulerStep", "register_worker_step"]
+
+logger = logging.getLogger("parallel_scheduler.celery")
+FLAG = "--parallel-scheduler"
+
+
+class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
+    label = "parallel-scheduler"
+    requires = ("celery.worker.components:Pool",)
+
+    def __init__(self, worker: Any, parallel_scheduler: bool = False, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.enabled = bool(parallel_scheduler)
+        self._scheduler: DelayedJobScheduler | None = None
+        self._thread: threading.Thread | None = None
+        if self.enabled:
+            self._check_configuration(worker.app)
+
+    def _check_configuration(self, app: Any) -> None:
+        from .integration import get_integration
+
+        try:
+            scheduler = get_integration(app).make_scheduler()
+        except (ParallelSchedulerError, StorageError, ValueError) as exc:
+            url = get_integration(app).settings.storage_url if _settings_ok(app) else None
+            message = str(exc).replace(url, mask_url(url)) if url else str(exc)
+            raise ImproperlyConfigured(f"parallel-scheduler cannot start: {message}") from None
+        scheduler.close()  # opened only to check; the real one is built after the fork
+
+    def start(self, worker: Any) -> None:
+        from .integration import get_integration
+
+        owner = f"{worker.hostname}:{os.getpid()}"
+        self._scheduler = get_integration(worker.app).make_scheduler(owner=owner)
+        self._thread = threading.Thread(
+            target=self._scheduler.run_forever,
+            kwargs={"install_signal_handlers": False},
+            name="parallel-scheduler",
+            daemon=True,
+        )
+        self._thread.start()
+        logger.info("parallel-scheduler running in worker %s", owner)
+
+    def stop(self, worker: Any) -> None:
+        scheduler, thread = self._scheduler, self._thread
+        self._scheduler = self._thread = None
+        if scheduler is None:
+            return
+        scheduler.stop()
+        if thread is not None:
+            thread.join(timeout=scheduler.settings.lock_lease)
+        scheduler.close()
+
+    shutdown = stop
+
+
+def _settings_ok(app: Any) -> bool:
+    from .integration import get_integration
+
+    try:
+        _ = get_integration(app).settings
+    except ValueError:
+        return False
+    return True
+
+
+def register_worker_step(app: Any) -> None:
+    """Add the bootstep and its ``--parallel-scheduler`` flag to ``celery worker``."""
+    if ParallelSchedulerStep in app.steps["worker"]:
+        return
+    app.user_options["worker"].add(
+        click.Option(
+            [FLAG],
+            is_flag=True,
+            default=False,
+            help="Run the parallel-scheduler inside this worker (one active per cluster).",
+        )
+    )
+    app.steps["worker"].add(ParallelSchedulerStep)

@@ -1,0 +1,33 @@
+"""``celery -A proj parallel-scheduler``: the scheduler as its own process, via Celery's CLI.
+
+Registered through the ``celery.commands`` entry point, so it appears in ``celery --help`` once
+the package is installed. ``parallel-scheduler run --app proj:app`` runs the same scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+__all__ = ["parallel_scheduler"]
+
+
+@click.command(name="parallel-scheduler")
+@click.option("--once", is_flag=True, help="Run one pass, print its stats, exit.")
+@click.pass_context
+def parallel_scheduler(ctx: click.Context, once: bool) -> None:
+    """Release durable delayed jobs into this app's broker (runs until SIGINT/SIGTERM)."""
+    import json
+
+    from .integration import get_integration
+
+    app: Any = ctx.obj.app
+    scheduler = get_integration(app).make_scheduler()
+    try:
+        if once:
+            click.echo(json.dumps(scheduler.run_once().as_dict()))
+        else:
+            scheduler.run_forever()
+    finally:
+        scheduler.close()

@@ -1,0 +1,214 @@
+"""The plugin's heart: one ``CeleryIntegration`` per app, installed with ``install(app)``.
+
+It routes far-future ``apply_async``/``send_task`` calls into durable storage, gives tasks a
+``schedule()`` helper, and builds the scheduler that the worker bootstep, the ``celery
+parallel-scheduler`` command and ``parallel-scheduler run --app`` all run.
+
+Interception happens at ``app.send_task``, which every ``Task.apply_async`` goes through whatever
+the task's base class, so no task code changes. Settings are read from ``app.conf`` on first use,
+not at install time, so ``install(app)`` may come before ``app.config_from_object(...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from celery.utils.time import maybe_make_aware
+
+import storage_adapters
+from storage_adapters import ClaimedJob
+
+from ..client import Client
+from ..delayed import DelayedJobScheduler
+from ..dispatchers import CeleryDispatcher
+from ..errors import InvalidJobError
+from ..jobs import JobSpec
+from ..settings import Settings
+from .call_options import carried_options, reasons_not_to_defer
+from .signals import job_released, job_scheduled
+
+__all__ = ["CeleryIntegration", "get_integration", "install"]
+
+logger = logging.getLogger("parallel_scheduler.celery")
+_ATTRIBUTE = "parallel_scheduler"
+
+
+class CeleryIntegration:
+    def __init__(self, app: Any, overrides: Mapping[str, Any] | None = None) -> None:
+        self.app = app
+        self._overrides = dict(overrides or {})
+        self._client: Client | None = None
+        self._client_pid = 0
+        self._guard = threading.Lock()
+
+    @cached_property
+    def settings(self) -> Settings:
+        return Settings.load(self._overrides, celery_conf=self.app.conf)
+
+    @property
+    def client(self) -> Client:
+        """This process's client: prefork workers fork after install, and connections must not
+        be shared across a fork."""
+        with self._guard:
+            if self._client is None or self._client_pid != os.getpid():
+                client = Client(settings=self.settings)
+                client.setup()
+                self._client, self._client_pid = client, os.getpid()
+            return self._client
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def delay_seconds(self, countdown: Any, eta: Any) -> float | None:
+        """How far ahead a call is due, by Celery's clock and time zone rules."""
+        if countdown is not None:
+            return float(countdown)
+        if isinstance(eta, datetime):
+            aware = maybe_make_aware(eta, self.app.timezone)
+            return float((aware - self.app.now()).total_seconds())
+        return None
+
+    def should_defer(self, countdown: Any, eta: Any) -> bool:
+        threshold = self.settings.eta_threshold
+        if threshold is None:
+            return False
+        delay = self.delay_seconds(countdown, eta)
+        return delay is not None and math.isfinite(delay) and delay > threshold
+
+    def schedule(
+        self,
+        name: str,
+        args: Sequence[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        countdown: float | timedelta | None = None,
+        eta: datetime | None = None,
+        task_id: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """Store one call durably; returns an ``AsyncResult`` whose id is the job id."""
+        reasons = reasons_not_to_defer(options)
+        if reasons:
+            raise InvalidJobError(
+                f"cannot store a call of {name!r} with option(s) {', '.join(sorted(reasons))}"
+            )
+        self._warn_if_unknown(name)
+        if isinstance(eta, datetime):
+            eta = maybe_make_aware(eta, self.app.timezone)
+        carried = carried_options(options, self.app.now())
+        spec = JobSpec(name, args or (), kwargs or {}, carried, task_id, eta, countdown)
+        result = self.client.schedule_many([spec])[0]
+        if not result.created:
+            logger.info("job %s already exists; the call changed nothing", result.job_id)
+        job_scheduled.send(
+            sender=name, job_id=result.job_id, due_at=result.due_at, created=result.created
+        )
+        result_cls = options.get("result_cls") or self.app.AsyncResult
+        return result_cls(result.job_id)
+
+    def _warn_if_unknown(self, name: str) -> None:
+        """Warn when the app knows its tasks (it registered some of its own) but not this one;
+        a producer-only app that registers none cannot tell, and stays quiet."""
+        if not self.app.autofinalize and not self.app.finalized:
+            return
+        registry = self.app.tasks
+        own = [task for task in registry if not task.startswith("celery.")]
+        if own and name not in registry:
+            logger.warning(
+                "task %r is not registered in app %r; it will be sent by name when due",
+                name,
+                self.app.main,
+            )
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a stored call by the id its ``AsyncResult`` carries."""
+        return self.client.cancel(job_id)
+
+    # -- the scheduler ------------------------------------------------------------------------
+
+    def make_scheduler(self, owner: str | None = None) -> DelayedJobScheduler:
+        """A scheduler sending through this app; fails at once on a bad storage URL."""
+        settings = self.settings
+        storage = storage_adapters.from_url(
+            settings.storage_url,
+            prefix=settings.prefix,
+            pool_size=settings.max_degree_of_parallelism,
+        )
+        storage.setup()
+        return DelayedJobScheduler(
+            storage,
+            CeleryDispatcher(self.app),
+            settings,
+            owner=owner,
+            listeners=[_announce_release],
+            owns_storage=True,
+        )
+
+
+def _announce_release(job: ClaimedJob, sent_at: float) -> None:
+    logger.debug("released job %s (task %s)", job.id, job.task)
+    if job_released.receivers:
+        job_released.send(sender=job.task, job_id=job.id, due_at=job.due_at, sent_at=sent_at)
+
+
+def get_integration(app: Any) -> CeleryIntegration:
+    """The app's integration: the installed one, or a new one that intercepts nothing."""
+    existing = getattr(app, _ATTRIBUTE, None)
+    return existing if isinstance(existing, CeleryIntegration) else CeleryIntegration(app)
+
+
+def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
+    original: Callable[..., Any] = app.send_task
+
+    def send_task(
+        name: str, args: Any = None, kwargs: Any = None, countdown: Any = None, eta: Any = None,
+        task_id: str | None = None, **options: Any,
+    ) -> Any:  # fmt: skip
+        if integration.should_defer(countdown, eta):
+            reasons = reasons_not_to_defer(options)
+            if not reasons:
+                return integration.schedule(
+                    name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
+                )
+            logger.info(
+                "call of %s goes to Celery's own eta path: option(s) %s must be sent now",
+                name,
+                ", ".join(sorted(reasons)),
+            )
+        return original(
+            name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
+        )
+
+    app.send_task = send_task
+
+
+def _task_schedule(task: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+    """``task.schedule(args, kwargs, countdown=…/eta=…, **options)``: always stored durably."""
+    merged = {k: v for k, v in task._get_exec_options().items() if v is not None}
+    merged.update(options)
+    return get_integration(task._get_app()).schedule(task.name, args, kwargs, **merged)
+
+
+def install(app: Any, **overrides: Any) -> CeleryIntegration:
+    """Add parallel-scheduler to a Celery app; idempotent.
+
+    ``overrides`` beat ``PARALLEL_SCHEDULER_*`` variables, which beat ``app.conf``'s
+    ``parallel_scheduler_*`` settings.
+    """
+    existing = getattr(app, _ATTRIBUTE, None)
+    if isinstance(existing, CeleryIntegration):
+        return existing
+    integration = CeleryIntegration(app, overrides)
+    setattr(app, _ATTRIBUTE, integration)
+    _wrap_send_task(app, integration)
+    app.Task.schedule = _task_schedule
+    from .bootstep import register_worker_step
+
+    register_worker_step(app)
+    return integration

@@ -1,0 +1,295 @@
+"""The Celery plugin as users see it: install(app), apply_async(countdown=…) stored durably and
+executed once by real ``celery worker`` processes on the Redis and RabbitMQ brokers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+import redis
+from celery import Celery
+from celery.utils.time import maybe_make_aware
+
+import parallel_scheduler.celery
+import storage_adapters
+from parallel_scheduler import InvalidJobError, JobState
+from parallel_scheduler.celery import job_scheduled
+from storage_adapters import Storage
+from tests.conftest import REDIS_URL, require_server
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.celery, pytest.mark.redis]
+ROOT = Path(__file__).resolve().parent.parent
+RABBITMQ_URL = os.environ.get(
+    "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
+)
+
+
+class Cluster:
+    """One test's queue, storage prefix, records and worker processes (ended by pid)."""
+
+    def __init__(self, broker_url: str, tmp_path: Path) -> None:
+        run = uuid.uuid4().hex[:10]
+        self.queue = f"ps-plugin-{run}"
+        self.prefix = f"t{run}"
+        self.key = f"ps-plugin:{run}:executed"
+        self.broker_url = broker_url
+        self.tmp_path = tmp_path
+        self.records = redis.Redis.from_url(REDIS_URL)
+        self.env = dict(
+            os.environ,
+            PS_BROKER_URL=broker_url,
+            PS_RECORD_URL=REDIS_URL,
+            PS_RECORD_KEY=self.key,
+            PS_QUEUE=self.queue,
+            PARALLEL_SCHEDULER_STORAGE_URL=REDIS_URL,
+            PARALLEL_SCHEDULER_PREFIX=self.prefix,
+            PARALLEL_SCHEDULER_LOCK_LEASE="2",
+        )
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.storage: Storage = storage_adapters.from_url(REDIS_URL, prefix=self.prefix)
+        self.storage.setup()
+
+    def start_worker(self, *extra: str, queue: str | None = None) -> subprocess.Popen[bytes]:
+        name = f"w{len(self.workers)}-{self.queue}"
+        command = [
+            sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "worker",
+            "-Q", queue or self.queue, "-c", "2", "--without-gossip", "--without-mingle",
+            "--without-heartbeat", "--loglevel=INFO", f"--hostname={name}@%h", *extra,
+        ]  # fmt: skip
+        log = (self.tmp_path / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        self.workers.append(process)
+        return process
+
+    def wait_ready(self, count: int) -> None:
+        wait_until(lambda: self.records.llen(self.key + ":ready") >= count, timeout=60)
+
+    def producer(self) -> Celery:
+        """The calling side: an app like the user's, with the plugin installed."""
+        app = Celery("producer", broker=self.broker_url)
+        app.conf.update(task_serializer="json", task_default_queue=self.queue)
+        app.conf.parallel_scheduler_eta_threshold = 1.0
+        parallel_scheduler.celery.install(
+            app, storage_url=REDIS_URL, prefix=self.prefix, poll_interval=0.1
+        )
+
+        @app.task(name="plugin.record", shared=False)  # type: ignore[untyped-decorator]
+        def record(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("runs on the worker, never here")
+
+        return app
+
+    def executions(self) -> list[dict[str, Any]]:
+        return [json.loads(raw) for raw in self.records.lrange(self.key, 0, -1)]
+
+    def close(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.workers:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.records.delete(self.key, self.key + ":ready", self.queue)
+        self.records.delete(*[f"_kombu.binding.{q}" for q in (self.queue, "celery")][:1])
+        self.storage.drop()
+        self.storage.close()
+
+
+def broker_url(kind: str) -> str:
+    require_server("redis")
+    if kind == "rabbitmq":
+        require_server("rabbitmq")
+        return RABBITMQ_URL
+    return REDIS_URL
+
+
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    made = Cluster(broker_url(request.param), tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    made = Cluster(broker_url("redis"), tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_far_calls_run_once_when_due_with_their_routing(cluster: Cluster) -> None:
+    # Given a worker running the scheduler, and calls made through plain apply_async
+    cluster.start_worker("--parallel-scheduler")
+    cluster.wait_ready(1)
+    app = cluster.producer()
+    record = app.tasks["plugin.record"]
+    far = [
+        record.apply_async((i,), {"n": i}, countdown=1.5 + i * 0.02, headers={"x_tenant": "acme"})
+        for i in range(40)
+    ]
+    near = [record.apply_async((100 + i,), {"n": 100 + i}) for i in range(5)]
+    expired = record.apply_async((999,), {"n": 999}, countdown=2.5, expires=1)
+    # Then the far ones (and only those) were stored, with their ids as the results' ids
+    stored = {r.id: cluster.storage.get_job(r.id) for r in [*far, expired]}
+    assert all(job is not None for job in stored.values())
+    assert cluster.storage.get_job(near[0].id) is None
+    # When they fall due, every one runs exactly once, not before it was due
+    expected = {r.id for r in far + near}
+    wait_until(lambda: {e["id"] for e in cluster.executions()} >= expected, timeout=60)
+    wait_until(
+        lambda: (job := cluster.storage.get_job(expired.id)) and job.state is JobState.EXPIRED,
+        timeout=30,
+    )
+    runs = cluster.executions()
+    assert Counter(e["id"] for e in runs) == Counter(expected)
+    for run in runs:
+        job = stored.get(run["id"])
+        if job is not None:
+            assert run["at"] >= job.due_at - 0.05
+            assert run["tenant"] == "acme"
+        assert run["args"] == [run["kwargs"]["n"]]
+        assert run["routing_key"] == cluster.queue
+
+
+def test_the_scheduler_fails_over_when_its_worker_is_killed(redis_cluster: Cluster) -> None:
+    cluster = redis_cluster
+    # Given two workers running only the scheduler (on an idle queue) and one executing tasks
+    idle = f"{cluster.queue}-idle"
+    first = cluster.start_worker("--parallel-scheduler", queue=idle)
+    second = cluster.start_worker("--parallel-scheduler", queue=idle)
+    cluster.start_worker()
+    cluster.wait_ready(3)
+    app = cluster.producer()
+    results = [
+        app.send_task("plugin.record", (i,), {"n": i}, countdown=1.2 + i * 0.02) for i in range(200)
+    ]
+    ids = {r.id for r in results}
+    wait_until(lambda: len(cluster.executions()) >= 20, timeout=30)
+    # When the worker holding the scheduler lock is killed outright
+    holder = wait_until(lambda: cluster.storage.lock_holder("delayed-scheduler"), timeout=10)
+    pid = int(holder.owner.rsplit(":", 1)[1])
+    victim = next(p for p in (first, second) if p.pid == pid)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=10)
+    # Then the other worker takes the lock over within its lease and every job still runs
+    survivor = wait_until(
+        lambda: (h := cluster.storage.lock_holder("delayed-scheduler")) and h.owner != holder.owner,
+        timeout=15,
+    )
+    assert survivor
+    wait_until(lambda: {e["id"] for e in cluster.executions()} >= ids, timeout=60)
+    runs = Counter(e["id"] for e in cluster.executions())
+    assert set(runs) == ids
+    # A kill can repeat at most the jobs that were in flight at that moment
+    assert sum(runs.values()) - len(ids) <= 1000
+
+
+def test_below_the_threshold_celery_keeps_the_call(redis_cluster: Cluster) -> None:
+    app = redis_cluster.producer()
+    result = app.send_task("plugin.record", (1,), countdown=0.5)
+    retry = app.send_task("plugin.record", (2,), countdown=3600, retries=1)
+    assert redis_cluster.storage.get_job(result.id) is None
+    assert redis_cluster.storage.get_job(retry.id) is None  # a retry goes Celery's own way
+    messages = [json.loads(m) for m in redis_cluster.records.lrange(redis_cluster.queue, 0, -1)]
+    assert {m["headers"]["id"] for m in messages} == {result.id, retry.id}
+    assert all(m["headers"]["eta"] for m in messages)
+
+
+def test_schedule_helper_cancel_and_idempotent_ids(redis_cluster: Cluster) -> None:
+    app = redis_cluster.producer()
+    record = app.tasks["plugin.record"]
+    seen: list[dict[str, Any]] = []
+
+    def on_scheduled(sender: str, **info: Any) -> None:
+        seen.append({"task": sender, **info})
+
+    job_scheduled.connect(on_scheduled, weak=False)
+    try:
+        soon = record.schedule((1,), countdown=0.2)  # stored although below the threshold
+        first = record.apply_async((2,), countdown=600, task_id="invoice-7")
+        again = record.apply_async((3,), countdown=900, task_id="invoice-7")
+    finally:
+        job_scheduled.disconnect(on_scheduled)
+    assert first.id == again.id == "invoice-7"
+    assert [s["created"] for s in seen] == [True, True, False]
+    assert seen[0]["task"] == "plugin.record"
+    job = redis_cluster.storage.get_job("invoice-7")
+    assert job is not None and json.loads(job.payload)["args"] == [2]
+    assert redis_cluster.storage.get_job(soon.id) is not None
+    assert app.parallel_scheduler.cancel("invoice-7")
+    cancelled = redis_cluster.storage.get_job("invoice-7")
+    assert cancelled is not None and cancelled.state is JobState.CANCELLED
+
+
+def test_a_naive_eta_follows_celerys_own_rule(redis_cluster: Cluster) -> None:
+    # Celery's worker reads a naive eta with maybe_make_aware(eta, conf.timezone), which takes a
+    # naive datetime as UTC whatever the time zone setting; a stored call must fall due then too.
+    app = redis_cluster.producer()
+    app.conf.enable_utc = False
+    app.conf.timezone = "Asia/Tokyo"
+    naive = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(hours=2)
+    result = app.send_task("plugin.record", eta=naive)
+    job = redis_cluster.storage.get_job(result.id)
+    assert job is not None
+    celery_reads_it_as = maybe_make_aware(naive, ZoneInfo("Asia/Tokyo")).timestamp()
+    assert job.due_at == pytest.approx(celery_reads_it_as, abs=1e-3)
+    assert job.due_at == pytest.approx(redis_cluster.storage.now() + 7200, abs=5)
+
+
+def test_bad_calls_are_refused_or_flagged(
+    redis_cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = redis_cluster.producer()
+    with pytest.raises(InvalidJobError, match="not JSON"):
+        app.send_task("plugin.record", (object(),), countdown=600)
+    assert sum(redis_cluster.storage.count_by_state().values()) == 0
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.celery"):
+        app.send_task("no.such.task", countdown=600)
+    assert "not registered" in caplog.text
+
+
+def test_a_worker_with_a_bad_storage_url_does_not_start(redis_cluster: Cluster) -> None:
+    redis_cluster.env["PARALLEL_SCHEDULER_STORAGE_URL"] = "postgresql://u:hunter2@127.0.0.1:1/x"
+    worker = redis_cluster.start_worker("--parallel-scheduler")
+    assert worker.wait(timeout=60) != 0
+    log = next(redis_cluster.tmp_path.glob("w0-*.log")).read_text()
+    assert "parallel-scheduler cannot start" in log
+    assert "hunter2" not in log
+
+
+def test_the_celery_command_runs_a_pass(redis_cluster: Cluster) -> None:
+    app = redis_cluster.producer()
+    result = app.send_task("plugin.record", (5,), countdown=1.5)
+    stored = redis_cluster.storage.get_job(result.id)
+    assert stored is not None
+    wait_until(lambda: redis_cluster.storage.now() >= stored.due_at, timeout=10)
+    output = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "parallel-scheduler",
+         "--once"],
+        cwd=ROOT, env=redis_cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert output.returncode == 0, output.stderr
+    assert json.loads(output.stdout.strip().splitlines()[-1])["released"] == 1
+    job = redis_cluster.storage.get_job(result.id)
+    assert job is not None and job.state is JobState.ENQUEUED

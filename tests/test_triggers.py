@@ -1,0 +1,154 @@
+"""Cron ticks across DST changes and misfire plans, against instants worked out by hand.
+
+Every expected value below is a UTC instant computed from the zone's published DST rules, not
+from the code under test: Europe/Berlin switches at 01:00 UTC (29 Mar / 25 Oct 2026),
+America/New_York at 07:00 UTC on 8 Mar and 06:00 UTC on 1 Nov 2026, Australia/Lord_Howe shifts
+by 30 minutes at 15:00 UTC on 4 Apr (02:00 LHDT -> 01:30) and 15:30 UTC on 3 Oct 2026
+(02:00 LHST -> 02:30).
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+
+import pytest
+
+from parallel_scheduler import InvalidJobError
+from parallel_scheduler.triggers import Schedule, next_tick, plan_firing
+
+
+def utc(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def ticks(cron: str, zone: str, after: str, count: int) -> list[float]:
+    schedule, moment, out = Schedule(cron, zone), utc(after), []
+    for _ in range(count):
+        tick = next_tick(schedule, moment)
+        assert tick is not None
+        out.append(tick)
+        moment = tick
+    return out
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "after", "expected"),
+    [
+        # Berlin spring-forward: 02:30 does not exist on 29 Mar; it fires at the jump (03:00 CEST)
+        ("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00Z",
+         ["2026-03-28T01:30Z", "2026-03-29T01:00Z", "2026-03-30T00:30Z"]),
+        # ...and every-30-minutes: 02:00 and 02:30 both fall in the gap and fire once, at 03:00
+        ("*/30 * * * *", "Europe/Berlin", "2026-03-29T00:00Z",
+         ["2026-03-29T00:30Z", "2026-03-29T01:00Z", "2026-03-29T01:30Z"]),
+        # Berlin fall-back: 02:30 happens twice on 25 Oct; it fires once, the first time (CEST)
+        ("30 2 * * *", "Europe/Berlin", "2026-10-24T12:00Z",
+         ["2026-10-25T00:30Z", "2026-10-26T01:30Z"]),
+        # ...and every-30-minutes fires nothing in the repeated pass (01:00Z-02:00Z)
+        ("*/30 * * * *", "Europe/Berlin", "2026-10-24T23:00Z",
+         ["2026-10-24T23:30Z", "2026-10-25T00:00Z", "2026-10-25T00:30Z", "2026-10-25T02:00Z"]),
+        # New York spring-forward: 02:30 skipped on 8 Mar -> fires at 03:00 EDT (07:00Z)
+        ("30 2 * * *", "America/New_York", "2026-03-07T00:00Z",
+         ["2026-03-07T07:30Z", "2026-03-08T07:00Z", "2026-03-09T06:30Z"]),
+        # New York fall-back: 01:30 twice on 1 Nov -> once, at 01:30 EDT (05:30Z)
+        ("30 1 * * *", "America/New_York", "2026-10-31T12:00Z",
+         ["2026-11-01T05:30Z", "2026-11-02T06:30Z"]),
+        # Lord Howe, 30-minute shift back: 01:45 happens twice on 5 Apr -> first (+11:00)
+        ("45 1 * * *", "Australia/Lord_Howe", "2026-04-04T00:00Z",
+         ["2026-04-04T14:45Z", "2026-04-05T15:15Z"]),
+        # Lord Howe, 30-minute shift forward: 02:15 skipped on 4 Oct -> fires at 02:30 (15:30Z)
+        ("15 2 * * *", "Australia/Lord_Howe", "2026-10-03T00:00Z",
+         ["2026-10-03T15:30Z", "2026-10-04T15:15Z"]),
+        # UTC is untouched by any of this; 6 fields put seconds first
+        ("30 2 * * *", "UTC", "2026-03-28T12:00Z", ["2026-03-29T02:30Z", "2026-03-30T02:30Z"]),
+        ("*/20 0 0 * * *", "UTC", "2026-05-01T00:00:00Z",
+         ["2026-05-01T00:00:20Z", "2026-05-01T00:00:40Z", "2026-05-02T00:00:00Z"]),
+    ],
+)  # fmt: skip
+def test_ticks_across_dst(cron: str, zone: str, after: str, expected: list[str]) -> None:
+    assert ticks(cron, zone, after, len(expected)) == [utc(e) for e in expected]
+
+
+@pytest.mark.parametrize(
+    ("zone", "transitions"),
+    [
+        ("Europe/Berlin", ["2026-03-27T00:00Z", "2026-10-23T00:00Z"]),
+        ("America/New_York", ["2026-03-06T00:00Z", "2026-10-30T00:00Z"]),
+        ("Australia/Lord_Howe", ["2026-04-02T00:00Z", "2026-10-01T00:00Z"]),
+    ],
+)
+def test_ticks_strictly_increase_through_each_transition(zone: str, transitions: list[str]) -> None:
+    for start in transitions:
+        every = ticks("*/15 * * * *", zone, start, 4 * 24 * 5)  # five days, every 15 minutes
+        assert all(b > a for a, b in itertools.pairwise(every))
+        # at most the interval plus the shift (the repeated pass of a fall-back fires nothing)
+        assert all(b - a <= 900 + 3600 for a, b in itertools.pairwise(every))
+
+
+def test_start_and_end_dates_bound_the_ticks() -> None:
+    schedule = Schedule(
+        "0 * * * *", start_at=utc("2026-01-01T05:30Z"), end_at=utc("2026-01-01T07:00Z")
+    )
+    assert next_tick(schedule, utc("2026-01-01T00:00Z")) == utc("2026-01-01T06:00Z")
+    assert next_tick(schedule, utc("2026-01-01T06:00Z")) == utc("2026-01-01T07:00Z")
+    assert next_tick(schedule, utc("2026-01-01T07:00Z")) is None
+
+
+HOURLY_DUE = utc("2026-01-01T10:00Z")
+AFTER_OUTAGE = utc("2026-01-01T15:20Z")
+
+
+@pytest.mark.parametrize(
+    ("policy", "cap", "fired"),
+    [
+        ("skip", 100, []),
+        ("run_once", 100, ["15:00"]),
+        ("run_all", 100, ["10:00", "11:00", "12:00", "13:00", "14:00", "15:00"]),
+        ("run_all", 3, ["13:00", "14:00", "15:00"]),
+    ],
+)
+def test_misfire_policies_after_an_outage(policy: str, cap: int, fired: list[str]) -> None:
+    # Given an hourly job last due at 10:00 and a scheduler back at 15:20
+    schedule = Schedule("0 * * * *", misfire_policy=policy, misfire_cap=cap)  # type: ignore[arg-type]
+    plan = plan_firing(schedule, HOURLY_DUE, AFTER_OUTAGE)
+    assert plan.ticks == [utc(f"2026-01-01T{hhmm}Z") for hhmm in fired]
+    assert plan.next_run_at == utc("2026-01-01T16:00Z")
+    assert plan.missed >= 1
+
+
+@pytest.mark.parametrize("policy", ["skip", "run_once", "run_all"])
+def test_an_on_time_tick_fires_under_every_policy(policy: str) -> None:
+    schedule = Schedule("0 * * * *", misfire_policy=policy)  # type: ignore[arg-type]
+    plan = plan_firing(schedule, utc("2026-01-01T15:00Z"), utc("2026-01-01T15:00:00.400Z"))
+    assert plan.ticks == [utc("2026-01-01T15:00Z")]
+    assert plan.next_run_at == utc("2026-01-01T16:00Z")
+    assert plan.missed == 0
+
+
+def test_the_end_date_stops_catch_up_and_ends_the_schedule() -> None:
+    schedule = Schedule("0 * * * *", misfire_policy="run_all", end_at=utc("2026-01-01T12:30Z"))
+    plan = plan_firing(schedule, HOURLY_DUE, AFTER_OUTAGE)
+    assert plan.ticks == [utc(f"2026-01-01T{h}:00Z") for h in ("10", "11", "12")]
+    assert plan.next_run_at is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cron": "61 * * * *"}, "invalid cron"),
+        ({"cron": "* * *"}, "5 fields"),
+        ({"cron": "not a cron at all x"}, "invalid cron"),
+        ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"cron": "* * * * *", "start_at": 100.0, "end_at": 50.0}, "before the start"),
+        ({"cron": "* * * * *", "misfire_cap": 0}, "at least 1"),
+        ({"cron": "* * * * *", "misfire_policy": "sometimes"}, "misfire policy"),
+    ],
+)
+def test_bad_schedules_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidJobError, match=message):
+        Schedule(**kwargs)  # type: ignore[arg-type]
+
+
+def test_schedule_round_trips_through_json() -> None:
+    schedule = Schedule("0 9 * * 1-5", "Europe/Berlin", misfire_policy="skip")
+    assert Schedule.from_json(schedule.to_json()) == schedule

@@ -26,11 +26,12 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 __all__ = [
     "MAX_JOB_ID_LENGTH",
     "ClaimedJob",
+    "Firing",
     "InvalidIdentifierError",
     "JobRecord",
     "JobState",
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 MAX_JOB_ID_LENGTH = 200
+#: create: only a new id; update: only an existing id; upsert: either.
+SaveMode = Literal["create", "update", "upsert"]
 MAX_TASK_NAME_LENGTH = 255
 _PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 _LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -110,6 +113,51 @@ class ClaimedJob:
     due_at: float
     attempts: int
     token: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecurring:
+    """A recurring job as saved. ``schedule`` and ``history`` are JSON text the scheduler owns
+    (cron, time zone, dates, misfire policy; recent firings): storage only keeps them.
+
+    ``next_run_at`` is the next tick (storage clock), ``None`` once the schedule has ended.
+    Only ``enabled`` recurring jobs with a ``next_run_at`` are ever due.
+    """
+
+    id: str
+    task: str
+    payload: str
+    schedule: str
+    enabled: bool
+    next_run_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecurringRecord:
+    """A stored recurring job. ``version`` grows with every write: the compare-and-set token
+    that makes a firing (or an update) act only on the state it was computed from."""
+
+    id: str
+    task: str
+    payload: str
+    schedule: str
+    enabled: bool
+    next_run_at: float | None
+    last_run_at: float | None
+    history: str
+    version: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """What one firing of a recurring job writes, atomically with the firing jobs themselves."""
+
+    next_run_at: float | None
+    last_run_at: float | None
+    history: str
+    jobs: tuple[NewJob, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,3 +329,50 @@ class Storage(Protocol):
 
     def lock_holder(self, name: str) -> LockLease | None:
         """The current unexpired holder of ``name``, if any (for status output)."""
+
+    # -- recurring jobs ---------------------------------------------------------------------
+
+    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
+        """Create or replace a recurring job; returns ``True`` if it was created.
+
+        ``create`` raises ``KeyError`` if the id exists, ``update`` raises ``KeyError`` if it does
+        not; neither writes anything then. An update replaces task, payload, schedule, enabled
+        and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
+        """
+
+    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        """One recurring job by id."""
+
+    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
+        """Recurring jobs ordered by id, paged by offset."""
+
+    def remove_recurring(self, recurring_id: str) -> bool:
+        """Delete a recurring job (its firings already made stay); ``False`` if missing."""
+
+    def set_recurring_enabled(
+        self, recurring_id: str, enabled: bool, next_run_at: float | None
+    ) -> bool:
+        """Pause (``enabled=False``) or resume a recurring job, setting its next run too.
+
+        Bumps the version; ``False`` if missing.
+        """
+
+    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first.
+
+        Read-only, served by an index on next_run_at.
+        """
+
+    def fire_recurring(
+        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
+    ) -> list[bool] | None:
+        """Fire one recurring job: atomically add ``firing.jobs`` (idempotent on job id, as in
+        ``add_jobs``) and set next_run_at, last_run_at and history, bumping the version.
+
+        Acts only if the stored version is still ``version`` (the per-recurring-job lock: a
+        compare-and-set) and ``lock`` is current; otherwise changes nothing and returns
+        ``None``. Returns, per job, whether it was created (``False``: that firing existed).
+        """
+
+    def count_recurring(self) -> int:
+        """How many recurring jobs are stored."""

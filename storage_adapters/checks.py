@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .base import MAX_TASK_NAME_LENGTH, NewJob, validate_job_id
+from .base import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
 
 __all__ = [
     "RECOVERED_REASON",
+    "check_firing",
     "check_new_jobs",
+    "check_new_recurring",
     "epoch_seconds",
+    "optional_epoch_seconds",
     "positive_count",
     "positive_seconds",
 ]
@@ -50,3 +53,34 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
         if not isinstance(job.payload, str):
             raise ValueError(f"job {job.id!r} payload must be a str")
         epoch_seconds("due_at", job.due_at)
+
+
+def optional_epoch_seconds(name: str, value: float | None) -> float | None:
+    """``None`` (no next run: the schedule ended; no last run yet) or a finite time."""
+    return None if value is None else epoch_seconds(name, value)
+
+
+def _task_name(owner: str, task: object) -> None:
+    if not isinstance(task, str) or not 0 < len(task) <= MAX_TASK_NAME_LENGTH:
+        raise ValueError(f"{owner} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
+
+
+def check_new_recurring(recurring: NewRecurring) -> None:
+    owner = f"recurring job {validate_job_id(recurring.id)!r}"
+    _task_name(owner, recurring.task)
+    for name in ("payload", "schedule"):
+        if not isinstance(getattr(recurring, name), str):
+            raise ValueError(f"{owner}: {name} must be a str")
+    if not isinstance(recurring.enabled, bool):
+        raise ValueError(f"{owner}: enabled must be a bool")
+    optional_epoch_seconds("next_run_at", recurring.next_run_at)
+
+
+def check_firing(version: int, firing: Firing) -> None:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"version must be an integer, not {version!r}")
+    if not isinstance(firing.history, str):
+        raise ValueError("firing history must be a str")
+    optional_epoch_seconds("next_run_at", firing.next_run_at)
+    optional_epoch_seconds("last_run_at", firing.last_run_at)
+    check_new_jobs(firing.jobs)

@@ -7,6 +7,7 @@ with ``TIME`` so every host agrees on what is due. Floats travel as round-trippa
 Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (the other states
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter).
+Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis_recurring.py``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .checks import (
     positive_count,
     positive_seconds,
 )
+from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .urls import InvalidStorageURLError, mask_url
 
 __all__ = ["RedisStorage"]
@@ -62,6 +64,7 @@ _SCRIPTS = (
     "renew_lock",
     "release_lock",
     "lock_holder",
+    *RECURRING_SCRIPTS,
 )
 _JOB_FIELDS = [
     "task",
@@ -108,7 +111,7 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
     )
 
 
-class RedisStorage:
+class RedisStorage(RedisRecurring):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and
@@ -176,6 +179,19 @@ class RedisStorage:
     def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         with self._talking():
             return self._scripts[script](keys=keys, args=args)
+
+    def _job_keys(self) -> list[str]:
+        """The keys ``add_job`` in lua/_common.lua writes: the all-jobs index and the due set."""
+        return [self._key("all"), self._key("schedule")]
+
+    def _job_args(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and fire_recurring share it):
+        the job key prefix, then id, task, payload, due_at per job."""
+        check_new_jobs(jobs)
+        args = [self._key("job:")]
+        for job in jobs:
+            args += (job.id, job.task, job.payload, _float_arg("due_at", job.due_at))
+        return args
 
     def _claiming(
         self, script: str, lock: LockLease, lease: float, what: str | int
@@ -258,14 +274,10 @@ class RedisStorage:
     # -- accept -----------------------------------------------------------------------------
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
-        check_new_jobs(jobs)
+        args = self._job_args(jobs)
         if not jobs:
             return []
-        args: list[str] = [self._key("job:")]
-        for job in jobs:
-            args += (job.id, job.task, job.payload, _float_arg("due_at", job.due_at))
-        stored = self._run("add_jobs", [self._key("all"), self._key("schedule")], args)
-        return [bool(flag) for flag in stored]
+        return [bool(flag) for flag in self._run("add_jobs", self._job_keys(), args)]
 
     # -- release ----------------------------------------------------------------------------
 

@@ -25,13 +25,27 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .base import JobState
+from .base import JobState, SaveMode
 from .checks import RECOVERED_REASON
 from .sql_tables import Tables
 
-__all__ = ["NEW_JOB_FIELDS", "Dialect", "Statements", "state_is"]
+__all__ = [
+    "INITIAL_RECURRING_VERSION",
+    "NEW_JOB_FIELDS",
+    "RECURRING_FIELDS",
+    "Dialect",
+    "Statements",
+    "state_is",
+]
 
 NEW_JOB_FIELDS = ("id", "task", "payload", "due_at")
+#: The columns of the recurring table in ``RecurringRecord`` field order.
+RECURRING_FIELDS = (
+    *("id", "task", "payload", "schedule", "enabled", "next_run_at", "last_run_at", "history"),
+    *("version", "created_at", "updated_at"),
+)
+#: A new recurring job's version; every later write adds one, so only a creation returns it.
+INITIAL_RECURRING_VERSION = 1
 
 UpsertInsert = postgresql.Insert | sqlite.Insert
 
@@ -71,6 +85,7 @@ class Statements:
     def __init__(self, tables: Tables, dialect: Dialect) -> None:
         self._jobs = jobs = tables.jobs
         self._locks = tables.locks
+        self._recurring = tables.recurring
         self._now = dialect.now
         self.now = sa.select(dialect.now)
         self.record_columns = (
@@ -89,6 +104,7 @@ class Statements:
         self._build_settlements(dialect)
         self._build_management()
         self._build_locks(dialect)
+        self._build_recurring(dialect)
 
     # -- release ----------------------------------------------------------------------------
 
@@ -278,3 +294,91 @@ class Statements:
         self.lock_holder = sa.select(locks.c.owner, locks.c.token, locks.c.expires_at).where(
             name, locks.c.expires_at > now
         )
+
+    # -- recurring jobs ---------------------------------------------------------------------
+
+    def _build_recurring(self, dialect: Dialect) -> None:
+        """Every write bumps ``version`` in the statement itself, so a compare-and-set on it
+        (``fire_recurring``) refuses to act on a state that changed since it was read."""
+        rec, now = self._recurring, self._now
+        columns = [rec.c[name] for name in RECURRING_FIELDS]
+        by_id = rec.c.id == sa.bindparam("recurring_id", type_=sa.String)
+        limit = sa.bindparam("limit", type_=sa.Integer)
+        self.get_recurring = sa.select(*columns).where(by_id)
+        self.list_recurring = (
+            sa.select(*columns)
+            .order_by(rec.c.id)
+            .limit(limit)
+            .offset(sa.bindparam("offset", type_=sa.Integer))
+        )
+        self.count_recurring = sa.select(sa.func.count()).select_from(rec)
+        self.remove_recurring = sa.delete(rec).where(by_id)
+        # The plain boolean column, not "enabled IS true": PostgreSQL proves the partial index's
+        # "WHERE enabled AND next_run_at IS NOT NULL" from it (SQLite renders "enabled = 1").
+        self.fetch_due_recurring = (
+            sa.select(*columns)
+            .where(rec.c.enabled, rec.c.next_run_at <= now)
+            .order_by(rec.c.next_run_at, rec.c.id)
+            .limit(limit)
+        )
+        bump = {"version": rec.c.version + 1, "updated_at": now}
+        self.set_recurring_enabled = (
+            sa.update(rec)
+            .where(by_id)
+            .values(
+                enabled=sa.bindparam("new_enabled", type_=sa.Boolean),
+                next_run_at=sa.bindparam("new_next_run_at", type_=sa.Double),
+                **bump,
+            )
+        )
+        self.fire_recurring = (
+            sa.update(rec)
+            .where(
+                by_id,
+                rec.c.version == sa.bindparam("expected_version", type_=sa.BigInteger),
+                self._lock_is_held(),
+            )
+            .values(
+                next_run_at=sa.bindparam("new_next_run_at", type_=sa.Double),
+                last_run_at=sa.bindparam("new_last_run_at", type_=sa.Double),
+                history=sa.bindparam("new_history", type_=sa.Text),
+                **bump,
+            )
+            .returning(rec.c.id)
+        )
+        self.save_recurring = self._save_recurring(dialect, by_id, bump)
+
+    def _save_recurring(
+        self,
+        dialect: Dialect,
+        by_id: sa.ColumnElement[bool],
+        bump: dict[str, sa.ColumnElement[Any]],
+    ) -> dict[SaveMode, sa.Insert | sa.Update]:
+        """One statement per mode, each returning the written row's version, or no row when the
+        mode refuses (create: the id exists; update: it does not). A row whose version is
+        ``INITIAL_RECURRING_VERSION`` was created: a conflict or an update always bumps it."""
+        rec, now = self._recurring, self._now
+        replaced = {
+            name: sa.bindparam(f"new_{name}", type_=rec.c[name].type)
+            for name in ("task", "payload", "schedule", "enabled", "next_run_at")
+        }
+        insert = dialect.insert(rec).values(
+            id=sa.bindparam("recurring_id", type_=sa.String),
+            **replaced,
+            last_run_at=None,
+            history="[]",
+            version=INITIAL_RECURRING_VERSION,
+            created_at=now,
+            updated_at=now,
+        )
+        created = insert.on_conflict_do_nothing(index_elements=[rec.c.id])
+        upserted = insert.on_conflict_do_update(
+            index_elements=[rec.c.id],
+            set_={**{name: insert.excluded[name] for name in replaced}, **bump},
+        )
+        updated = sa.update(rec).where(by_id).values(**replaced, **bump)
+        return {
+            "create": created.returning(rec.c.version),
+            "update": updated.returning(rec.c.version),
+            "upsert": upserted.returning(rec.c.version),
+        }

@@ -3,9 +3,9 @@
 The engine runs in autocommit mode: nearly every operation is one statement, which the server
 makes atomic on its own, so a ``BEGIN``/``COMMIT`` pair would only add two round trips. Explicit
 transactions are opened only where several statements must be all-or-nothing (a large
-``add_jobs``, settling claims of several tokens, schema set-up), with the dialect's own ``BEGIN``
-(``BEGIN IMMEDIATE`` on SQLite, so writers queue on the busy timeout instead of failing later
-when a read lock cannot be upgraded).
+``add_jobs``, settling claims of several tokens, firing a recurring job, schema set-up), with the
+dialect's own ``BEGIN`` (``BEGIN IMMEDIATE`` on SQLite, so writers queue on the busy timeout
+instead of failing later when a read lock cannot be upgraded).
 """
 
 from __future__ import annotations
@@ -20,17 +20,28 @@ from sqlalchemy.exc import DBAPIError
 
 from .base import (
     ClaimedJob,
+    Firing,
     JobRecord,
     JobState,
     LockLease,
     NewJob,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
     StorageError,
     StorageUnavailableError,
     validate_lock_name,
     validate_prefix,
 )
-from .checks import check_new_jobs, epoch_seconds, positive_count, positive_seconds
-from .sql_statements import NEW_JOB_FIELDS, Dialect, Statements
+from .checks import (
+    check_new_jobs,
+    epoch_seconds,
+    optional_epoch_seconds,
+    positive_count,
+    positive_seconds,
+)
+from .sql_recurring import firing_params, recurring_record, save_params
+from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements
 from .sql_tables import build_tables, migrate
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
@@ -51,6 +62,16 @@ def _record(row: Row[Any]) -> JobRecord:
         updated_at=float(row.updated_at),
         last_error=row.last_error,
     )
+
+
+def _offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
+    return offset
+
+
+class _RollBack(Exception):
+    """Raised inside ``_transaction`` to end it with ``ROLLBACK``: its first write was refused."""
 
 
 def _claimed(row: Row[Any], token: int) -> ClaimedJob:
@@ -104,10 +125,15 @@ class SQLStorage:
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        """All or nothing. On an error, closing the connection rolls back at the driver level."""
+        """All or nothing. On an error, closing the connection rolls back at the driver level;
+        ``_RollBack`` rolls back at once and is not raised further."""
         with self._connection() as conn:
             conn.exec_driver_sql(self._dialect.begin)
-            yield conn
+            try:
+                yield conn
+            except _RollBack:
+                conn.exec_driver_sql("ROLLBACK")
+                return
             conn.exec_driver_sql("COMMIT")
 
     def _translate(self, exc: DBAPIError) -> StorageError:
@@ -150,25 +176,28 @@ class SQLStorage:
 
     def drop(self) -> None:
         with self._transaction() as conn:
-            for table in (self._tables.jobs, self._tables.locks, self._tables.schema_version):
+            tables = self._tables
+            for table in (tables.jobs, tables.locks, tables.recurring, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))
 
     # -- accept -----------------------------------------------------------------------------
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
         check_new_jobs(jobs)
-        size = ADD_JOBS_PAGE_SIZE
-        pages = [jobs[start : start + size] for start in range(0, len(jobs), size)]
-        if not pages:
+        if not jobs:
             return []
         # One page is one statement, atomic by itself; more pages need a transaction around them.
-        scope = self._transaction() if len(pages) > 1 else self._connection()
-        stored: set[str] = set()
+        scope = self._transaction() if len(jobs) > ADD_JOBS_PAGE_SIZE else self._connection()
         with scope as conn:
-            for page in pages:
-                stored.update(
-                    conn.execute(self._sql.add_jobs, self._new_job_params(page)).scalars()
-                )
+            return self._insert_jobs(conn, jobs)
+
+    def _insert_jobs(self, conn: Connection, jobs: Sequence[NewJob]) -> list[bool]:
+        """Insert checked ``jobs`` page by page on ``conn``; per job, whether it was new."""
+        size = ADD_JOBS_PAGE_SIZE
+        stored: set[str] = set()
+        for start in range(0, len(jobs), size):
+            params = self._new_job_params(jobs[start : start + size])
+            stored.update(conn.execute(self._sql.add_jobs, params).scalars())
         return [job.id in stored for job in jobs]
 
     def _new_job_params(self, page: Sequence[NewJob]) -> Any:
@@ -246,12 +275,10 @@ class SQLStorage:
 
     def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
         positive_count("limit", limit)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
         statement = (
             self._sql.list_all if state is None else self._sql.list_by_state[JobState(state)]
         )
-        rows = self._rows(statement, {"limit": int(limit), "offset": offset})
+        rows = self._rows(statement, {"limit": int(limit), "offset": _offset(offset)})
         return [_record(row) for row in rows]
 
     def cancel(self, job_id: str) -> bool:
@@ -296,3 +323,58 @@ class SQLStorage:
         if not rows:
             return None
         return LockLease(name, rows[0].owner, int(rows[0].token), float(rows[0].expires_at))
+
+    # -- recurring jobs ---------------------------------------------------------------------
+
+    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
+        statement = self._sql.save_recurring.get(mode)
+        if statement is None:
+            raise ValueError(f"mode must be 'create', 'update' or 'upsert', not {mode!r}")
+        # One statement: it writes nothing and returns no row when the mode refuses.
+        version = self._scalar(statement, save_params(recurring))
+        if version is None:
+            problem = "already exists" if mode == "create" else "does not exist"
+            raise KeyError(f"recurring job {recurring.id!r} {problem}")
+        return int(version) == INITIAL_RECURRING_VERSION
+
+    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        rows = self._rows(self._sql.get_recurring, {"recurring_id": recurring_id})
+        return recurring_record(rows[0]) if rows else None
+
+    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
+        params = {"limit": positive_count("limit", limit), "offset": _offset(offset)}
+        return [recurring_record(row) for row in self._rows(self._sql.list_recurring, params)]
+
+    def remove_recurring(self, recurring_id: str) -> bool:
+        return self._changed(self._sql.remove_recurring, {"recurring_id": recurring_id}) == 1
+
+    def set_recurring_enabled(
+        self, recurring_id: str, enabled: bool, next_run_at: float | None
+    ) -> bool:
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enabled must be a bool, not {enabled!r}")
+        params = {
+            "recurring_id": recurring_id,
+            "new_enabled": enabled,
+            "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
+        }
+        return self._changed(self._sql.set_recurring_enabled, params) == 1
+
+    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+        params = {"limit": positive_count("limit", limit)}
+        return [recurring_record(row) for row in self._rows(self._sql.fetch_due_recurring, params)]
+
+    def fire_recurring(
+        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
+    ) -> list[bool] | None:
+        """The compare-and-set comes first: it takes the recurring row's write lock, so a
+        racing firing of the same version waits for this one and then matches nothing."""
+        params = {**firing_params(recurring_id, version, firing), **self._lease_params(lock)}
+        with self._transaction() as conn:
+            if conn.execute(self._sql.fire_recurring, params).first() is None:
+                raise _RollBack
+            return self._insert_jobs(conn, firing.jobs)
+        return None
+
+    def count_recurring(self) -> int:
+        return int(self._scalar(self._sql.count_recurring))

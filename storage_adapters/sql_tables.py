@@ -6,9 +6,10 @@ once released, so a database created by any earlier version upgrades by replayin
 has not seen, recorded one row per step in ``{prefix}_schema_version``. A test checks that the
 migrated database and ``build_tables`` agree.
 
-Only the due-time index differs between the dialects. PostgreSQL gets a partial index holding just
-the scheduled jobs, which stays small however many finished jobs the table keeps; SQLite's planner
-is weaker at choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state`` first.
+Only the due-time indexes differ between the dialects. PostgreSQL gets partial indexes holding just
+the scheduled jobs and the enabled recurring jobs that have a next run, which stay small however
+many finished jobs or paused and ended recurring jobs the tables keep; SQLite's planner is weaker at
+choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state`` (``enabled``) first.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Tables:
 
     jobs: sa.Table
     locks: sa.Table
+    recurring: sa.Table
     schema_version: sa.Table
 
 
@@ -63,6 +65,21 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("token", sa.BigInteger, nullable=False),
         sa.Column("expires_at", sa.Double, nullable=False),
     )
+    recurring = sa.Table(
+        f"{prefix}_recurring",
+        metadata,
+        sa.Column("id", sa.String(MAX_JOB_ID_LENGTH), primary_key=True),
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("schedule", sa.Text, nullable=False),
+        sa.Column("enabled", sa.Boolean, nullable=False),
+        sa.Column("next_run_at", sa.Double, nullable=True),
+        sa.Column("last_run_at", sa.Double, nullable=True),
+        sa.Column("history", sa.Text, nullable=False),
+        sa.Column("version", sa.BigInteger, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+        sa.Column("updated_at", sa.Double, nullable=False),
+    )
     schema_version = sa.Table(
         f"{prefix}_schema_version",
         metadata,
@@ -70,7 +87,7 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("description", sa.Text, nullable=False),
         sa.Column("applied_at", sa.Double, nullable=False),
     )
-    return Tables(jobs=jobs, locks=locks, schema_version=schema_version)
+    return Tables(jobs=jobs, locks=locks, recurring=recurring, schema_version=schema_version)
 
 
 @dataclass(frozen=True)
@@ -115,8 +132,37 @@ def _v1_initial(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v2_recurring(p: str, dialect: str) -> list[str]:
+    # next_run_at <= now implies next_run_at IS NOT NULL, so PostgreSQL proves the partial index
+    # usable for the due query; ended recurring jobs (no next run) stay out of it.
+    due_index = (
+        f"CREATE INDEX IF NOT EXISTS {p}_recurring_due ON {p}_recurring (next_run_at, id) "
+        "WHERE enabled AND next_run_at IS NOT NULL"
+        if dialect == "postgresql"
+        else f"CREATE INDEX IF NOT EXISTS {p}_recurring_due "
+        f"ON {p}_recurring (enabled, next_run_at, id)"
+    )
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_recurring (
+            id varchar({MAX_JOB_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            payload text NOT NULL,
+            schedule text NOT NULL,
+            enabled boolean NOT NULL,
+            next_run_at double precision,
+            last_run_at double precision,
+            history text NOT NULL,
+            version bigint NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL
+        )""",
+        due_index,
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
+    Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
 )
 
 

@@ -14,10 +14,12 @@ from redis.crc import key_slot
 
 from storage_adapters import (
     ClaimedJob,
+    Firing,
     InvalidStorageURLError,
     JobState,
     LockLease,
     NewJob,
+    NewRecurring,
     StorageError,
     StorageUnavailableError,
 )
@@ -239,3 +241,125 @@ def test_malformed_url_options_are_rejected_up_front() -> None:
 def test_bad_numbers_are_value_errors(store: RedisStorage, call: object) -> None:
     with pytest.raises(ValueError):
         call(store)  # type: ignore[operator]
+
+
+# -- recurring jobs -------------------------------------------------------------------------
+
+
+def recurring(rid: str, next_run_at: float | None, enabled: bool = True) -> NewRecurring:
+    return NewRecurring(rid, "tasks.report", "{}", '{"cron": "* * * * *"}', enabled, next_run_at)
+
+
+def test_recurring_keys_carry_the_hash_tag_and_drop_removes_them(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given a recurring job that was saved, paused, resumed and fired
+    now = store.now()
+    store.save_recurring(recurring("r", now - 1), "create")
+    store.set_recurring_enabled("r", False, now - 1)
+    store.set_recurring_enabled("r", True, now - 1)
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    version = store.get_recurring("r").version  # type: ignore[union-attr]
+    job = NewJob("r@1", "tasks.report", "{}", now - 1)
+    assert store.fire_recurring("r", version, lock, Firing(now + 60, now - 1, "[]", (job,)))
+    # Then every key shares the prefix's slot, and drop leaves none behind
+    keys = keys_of(raw, prefix)
+    assert {f"{{{prefix}}}:rec:r", f"{{{prefix}}}:rec_ids", f"{{{prefix}}}:rec_due"} <= set(keys)
+    assert {key_slot(key.encode()) for key in keys} == {key_slot(prefix.encode())}
+    store.drop()
+    assert keys_of(raw, prefix) == []
+
+
+def test_recurring_times_round_trip_exactly(store: RedisStorage) -> None:
+    # Given times with more digits than Lua's tostring keeps
+    next_run_at = store.now() - 0.123456789
+    last_run_at = next_run_at - 59.987654321
+    store.save_recurring(recurring("r", next_run_at), "create")
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    (due,) = store.fetch_due_recurring(10)
+    assert due.next_run_at == next_run_at
+    # When it fires with new times
+    firing = Firing(next_run_at + 60.000000001, last_run_at, "[]", ())
+    assert store.fire_recurring("r", due.version, lock, firing) == []
+    # Then each read gives back the very same doubles
+    record = store.get_recurring("r")
+    assert record is not None
+    assert (record.next_run_at, record.last_run_at) == (firing.next_run_at, last_run_at)
+
+
+def test_the_due_index_holds_exactly_the_enabled_ones_with_a_next_run(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    now = store.now()
+    due_key = f"{{{prefix}}}:rec_due"
+    store.save_recurring(recurring("a", now + 5), "create")
+    store.save_recurring(recurring("b", now + 5, enabled=False), "create")
+    store.save_recurring(recurring("c", None), "create")
+    assert raw.zrange(due_key, 0, -1) == ["a"]
+    store.save_recurring(recurring("b", now + 5), "update")
+    store.set_recurring_enabled("a", False, now + 5)
+    assert raw.zrange(due_key, 0, -1) == ["b"]
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    version = store.get_recurring("b").version  # type: ignore[union-attr]
+    assert store.fire_recurring("b", version, lock, Firing(None, now, "[]", ())) == []
+    store.remove_recurring("c")
+    assert raw.zcard(due_key) == 0
+    assert raw.zrange(f"{{{prefix}}}:rec_ids", 0, -1) == ["a", "b"]
+
+
+def test_a_refused_save_writes_nothing(store: RedisStorage, raw: redis.Redis, prefix: str) -> None:
+    now = store.now()
+    store.save_recurring(recurring("a", now + 5), "create")
+    before = raw.hgetall(f"{{{prefix}}}:rec:a")
+    with pytest.raises(KeyError, match="already exists"):
+        store.save_recurring(recurring("a", now + 99, enabled=False), "create")
+    with pytest.raises(KeyError, match="does not exist"):
+        store.save_recurring(recurring("b", now), "update")
+    assert raw.hgetall(f"{{{prefix}}}:rec:a") == before
+    assert not raw.exists(f"{{{prefix}}}:rec:b")
+    assert raw.zrange(f"{{{prefix}}}:rec_ids", 0, -1) == ["a"]
+
+
+def test_a_firing_adds_thousands_of_jobs_in_one_script(store: RedisStorage) -> None:
+    now = store.now()
+    store.save_recurring(recurring("r", now - 1), "create")
+    store.add_jobs([NewJob("r@00000", "tasks.report", "{}", now - 1)])
+    lock = store.acquire_lock(LOCK, "a", 30)
+    assert lock is not None
+    jobs = tuple(NewJob(f"r@{n:05d}", "tasks.report", "{}", now - 1) for n in range(3000))
+    created = store.fire_recurring("r", 1, lock, Firing(now + 60, now - 1, "[]", jobs))
+    assert created == [False] + [True] * 2999
+    assert store.count_by_state()[JobState.SCHEDULED] == 3000
+
+
+def test_other_script_errors_are_not_key_errors(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    raw.set(f"{{{prefix}}}:rec_ids", "not a sorted set")
+    with pytest.raises(StorageError, match="WRONGTYPE"):
+        store.save_recurring(recurring("a", store.now()), "create")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.save_recurring(recurring("a", 1.0), "replace"),
+        lambda s: s.save_recurring(recurring("a", float("nan")), "create"),
+        lambda s: s.save_recurring(NewRecurring("a", "", "{}", "{}", True, 1.0), "create"),
+        lambda s: s.save_recurring(NewRecurring("a", "t", "{}", None, True, 1.0), "create"),  # type: ignore[arg-type]
+        lambda s: s.save_recurring(recurring("a", 1.0, enabled=1), "create"),  # type: ignore[arg-type]
+        lambda s: s.set_recurring_enabled("a", True, float("inf")),
+        lambda s: s.list_recurring(10, offset=-1),
+        lambda s: s.fetch_due_recurring(0),
+        lambda s: s.fire_recurring("a", True, LockLease(LOCK, "a", 1, 0.0), Firing(1, 1, "", ())),
+    ],
+)
+def test_bad_recurring_input_is_a_value_error(
+    store: RedisStorage, raw: redis.Redis, prefix: str, call: object
+) -> None:
+    with pytest.raises(ValueError):
+        call(store)  # type: ignore[operator]
+    assert keys_of(raw, prefix) == [f"{{{prefix}}}:version"]

@@ -20,13 +20,16 @@ from psycopg.pq import Trace
 
 from storage_adapters import (
     ClaimedJob,
+    Firing,
     JobState,
     LockLease,
     NewJob,
+    NewRecurring,
     Storage,
     StorageError,
     StorageUnavailableError,
     from_url,
+    sql_tables,
 )
 from storage_adapters.postgresql import PostgreSQLStorage
 from storage_adapters.sql_storage import SQLStorage
@@ -93,6 +96,15 @@ def take_lock(storage: Storage) -> LockLease:
     return lock
 
 
+def recurring(rid: str, next_run_at: float | None) -> NewRecurring:
+    return NewRecurring(rid, "tasks.t", "{}", '{"cron": "* * * * *"}', True, next_run_at)
+
+
+def firing(rid: str, tick: float, jobs: int = 1) -> Firing:
+    new = tuple(NewJob(f"{rid}@{tick:.0f}#{n:04d}", "tasks.t", "{}", tick) for n in range(jobs))
+    return Firing(next_run_at=tick + 60, last_run_at=tick, history="[]", jobs=new)
+
+
 # -- schema ---------------------------------------------------------------------------------
 
 
@@ -109,11 +121,13 @@ def test_migrated_schema_matches_the_table_definitions(storage: Storage) -> None
     store = sql(storage)
     expected = build_tables(store._prefix)
     inspector = sa.inspect(store._engine)
-    for table in (expected.jobs, expected.locks, expected.schema_version):
+    for table in (expected.jobs, expected.locks, expected.recurring, expected.schema_version):
         columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
         assert columns == {c.name: c.nullable for c in table.columns}, table.name
     indexes = {index["name"] for index in inspector.get_indexes(expected.jobs.name)}
     assert {f"{store._prefix}_jobs_due", f"{store._prefix}_jobs_claim_lease"} <= indexes
+    indexes = {index["name"] for index in inspector.get_indexes(expected.recurring.name)}
+    assert f"{store._prefix}_recurring_due" in indexes
 
 
 def test_concurrent_setup_of_a_new_prefix_creates_it_once(fresh: FreshStorage) -> None:
@@ -144,6 +158,30 @@ def test_a_newer_schema_is_refused(storage: Storage) -> None:
         )
     with pytest.raises(StorageError, match="999"):
         store.setup()
+
+
+def test_a_version_1_database_upgrades_on_setup(
+    fresh: FreshStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a prefix set up by a release that knew only migration 1, holding a job
+    store = sql(fresh())
+    with monkeypatch.context() as released:
+        released.setattr(sql_tables, "MIGRATIONS", MIGRATIONS[:1])
+        store.setup()
+    now = store.now()
+    store.add_jobs([NewJob("kept", "tasks.t", "{}", now + 60)])
+    with pytest.raises(StorageError, match=r"setup\(\)"):
+        store.count_recurring()
+    # When this release sets it up
+    store.setup()
+    # Then every later step ran once, the job is still there, and recurring jobs work
+    with store._engine.connect() as conn:
+        versions = conn.execute(sa.select(store._tables.schema_version.c.version)).scalars()
+        assert sorted(versions) == [m.version for m in MIGRATIONS]
+    assert store.get_job("kept") is not None
+    assert store.save_recurring(recurring("r", now - 1), "create")
+    (record,) = store.fetch_due_recurring(10)
+    assert store.fire_recurring("r", record.version, take_lock(store), firing("r", now)) == [True]
 
 
 # -- add_jobs -------------------------------------------------------------------------------
@@ -191,6 +229,39 @@ def _rejecting(store: SQLStorage, job_id: str) -> Iterator[None]:
                 conn.exec_driver_sql(f"DROP FUNCTION {name}()")
 
 
+# -- fire_recurring -------------------------------------------------------------------------
+
+
+def test_a_firing_whose_jobs_fail_leaves_the_recurring_job_unchanged(storage: Storage) -> None:
+    # Given a due recurring job whose firing has two pages of jobs, the database rejecting one
+    store = sql(storage)
+    now = store.now()
+    store.save_recurring(recurring("r", now - 1), "create")
+    (record,) = store.fetch_due_recurring(10)
+    fire = firing("r", now, jobs=1500)
+    # When it fires, then it fails, and neither the jobs nor the advance were kept
+    with _rejecting(store, fire.jobs[1200].id), pytest.raises(StorageError, match="rejected"):
+        store.fire_recurring("r", record.version, take_lock(store), fire)
+    assert store.get_recurring("r") == record
+    assert sum(store.count_by_state().values()) == 0
+
+
+def test_the_due_recurring_query_uses_its_index_on_sqlite(tmp_path: Path) -> None:
+    store = SQLiteStorage(f"sqlite:///{tmp_path / 'plan.db'}", prefix=unique_prefix())
+    try:
+        store.setup()
+        compiled = store._sql.fetch_due_recurring.compile(dialect=store._engine.dialect)
+        values = {**compiled.params, "limit": 100}
+        params = tuple(values[name] for name in compiled.positiontup or ())
+        with store._engine.connect() as conn:
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params).all()
+        plan = "\n".join(str(row[-1]) for row in rows)
+        assert f"USING INDEX {store._prefix}_recurring_due" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    finally:
+        store.close()
+
+
 # -- PostgreSQL: plans and round trips --------------------------------------------------------
 
 
@@ -234,6 +305,33 @@ def test_due_queries_use_the_partial_due_index(pg: SQLStorage) -> None:
     assert f"using {pg._prefix}_jobs_pkey" in plan and "Seq Scan" not in plan, plan
     plan = explain(pg, pg._sql.recover, limit=100)
     assert f"using {pg._prefix}_jobs_claim_lease" in plan, plan
+
+
+def fill_with_recurring_jobs(store: SQLStorage, count: int, due: int) -> None:
+    """Mostly enabled and not yet due, a tenth paused, a seventh ended, ``due`` due; ANALYZE."""
+    table = store._tables.recurring.name
+    with store._engine.connect() as conn:
+        conn.exec_driver_sql(
+            f"INSERT INTO {table} (id, task, payload, schedule, enabled, next_run_at, history, "
+            "version, created_at, updated_at) SELECT 'r' || n, 't', '{}', '{}', mod(n, 10) <> 0, "
+            "CASE WHEN mod(n, 7) = 0 THEN NULL WHEN n <= %(due)s THEN n ELSE 4e9 + n END, "
+            "'[]', 1, 0, 0 FROM generate_series(1, %(count)s) AS n",
+            {"due": due, "count": count},
+        )
+        conn.exec_driver_sql(f"ANALYZE {table}")
+
+
+@postgresql_only
+def test_recurring_queries_use_their_indexes(pg: SQLStorage) -> None:
+    fill_with_recurring_jobs(pg, count=20_000, due=50)
+    plan = explain(pg, pg._sql.fetch_due_recurring, limit=100)
+    assert f"using {pg._prefix}_recurring_due" in plan, plan
+    assert "Seq Scan" not in plan and "Sort" not in plan and "Filter" not in plan, plan
+    lock = take_lock(pg)
+    fence = {"lock_name": LOCK, "lock_owner": "a", "lock_token": lock.token}
+    fire = {"recurring_id": "r1", "expected_version": 1, "new_history": "[]"}
+    plan = explain(pg, pg._sql.fire_recurring, **fence, **fire)
+    assert f"using {pg._prefix}_recurring_pkey" in plan and "Seq Scan" not in plan, plan
 
 
 class RoundTrips:
@@ -290,6 +388,27 @@ def check_round_trips(pg: SQLStorage, trips: RoundTrips) -> None:
     assert trips.of(lambda: pg.renew_lock(lock, 30)) == 1
     assert trips.of(pg.recover_expired_claims) == 1
     assert trips.of(lambda: pg.add_jobs([*jobs, NewJob("x", "t", "{}", now)])) == 4
+
+
+@postgresql_only
+def test_recurring_operations_round_trips(pg: SQLStorage, tmp_path: Path) -> None:
+    with (tmp_path / "trace.log").open("w") as trace:
+        trips = RoundTrips(pg, trace)
+        pg.now()
+        now = pg.now()
+        assert trips.of(lambda: pg.save_recurring(recurring("r", now - 1), "create")) == 1
+        assert trips.of(lambda: pg.save_recurring(recurring("r", now - 1), "upsert")) == 1
+        assert trips.of(lambda: pg.fetch_due_recurring(10)) == 1
+        record = pg.get_recurring("r")
+        assert record is not None
+        lock = take_lock(pg)
+        # BEGIN, the compare-and-set, the jobs, COMMIT; refused: BEGIN, the compare-and-set,
+        # ROLLBACK
+        assert trips.of(lambda: pg.fire_recurring("r", record.version, lock, firing("r", now))) == 4
+        stale = pg.fire_recurring("r", record.version, lock, firing("r", now + 60))
+        assert stale is None
+        assert trips.of(lambda: pg.fire_recurring("r", 0, lock, firing("r", now))) == 3
+        assert trips.of(lambda: pg.set_recurring_enabled("r", False, None)) == 1
 
 
 # -- PostgreSQL: URLs and errors -----------------------------------------------------------------

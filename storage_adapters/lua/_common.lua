@@ -38,3 +38,43 @@ local function claim_one(keys, job_prefix, id, token, at, lease_until)
   return {id, job[1], job[2], job[3], attempts}
 end
 
+-- Store one new job unless its id exists in any state (idempotent accept); shared by add_jobs
+-- and fire_recurring so a firing job is stored exactly like an accepted one. Returns 1 if stored,
+-- 0 if the id existed (that job is left untouched). keys = {all-jobs index, schedule}.
+local function add_job(keys, job_prefix, id, task, payload, due, stamp)
+  local key = job_prefix .. id
+  if redis.call('EXISTS', key) == 1 then
+    return 0
+  end
+  redis.call('HSET', key, 'task', task, 'payload', payload, 'due_at', due,
+    'state', 'scheduled', 'attempts', 0, 'created_at', stamp, 'updated_at', stamp)
+  redis.call('ZADD', keys[1], due, id)
+  redis.call('ZADD', keys[2], due, id)
+  return 1
+end
+
+-- The recurring due index holds exactly the enabled recurring jobs that have a next run, so
+-- fetching due ones never filters. enabled is '1' or '0'; next_run_at is '' when there is none.
+local function index_recurring_due(due_key, id, enabled, next_run_at)
+  if enabled == '1' and next_run_at ~= '' then
+    redis.call('ZADD', due_key, next_run_at, id)
+  else
+    redis.call('ZREM', due_key, id)
+  end
+end
+
+-- Rows {id, task, payload, schedule, enabled, next_run_at, last_run_at, history, version,
+-- created_at, updated_at} of the recurring jobs in ids that exist (the order of
+-- _RECURRING_FIELDS in redis_recurring.py).
+local function recurring_rows(rec_prefix, ids)
+  local rows = {}
+  for _, id in ipairs(ids) do
+    local row = redis.call('HMGET', rec_prefix .. id, 'task', 'payload', 'schedule', 'enabled',
+      'next_run_at', 'last_run_at', 'history', 'version', 'created_at', 'updated_at')
+    if row[1] then
+      table.insert(row, 1, id)
+      rows[#rows + 1] = row
+    end
+  end
+  return rows
+end

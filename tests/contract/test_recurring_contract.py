@@ -1,0 +1,194 @@
+"""The recurring part of the storage contract, run identically against every adapter."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from storage_adapters import Firing, JobState, LockLease, NewJob, NewRecurring, Storage
+from tests.waiting import wait_until
+
+LOCK = "recurring-scheduler"
+
+
+def recurring(
+    rid: str, next_run_at: float | None, enabled: bool = True, task: str = "tasks.report"
+) -> NewRecurring:
+    return NewRecurring(
+        id=rid,
+        task=task,
+        payload='{"args": [], "kwargs": {}, "options": {}}',
+        schedule='{"cron": "* * * * *", "timezone": "UTC"}',
+        enabled=enabled,
+        next_run_at=next_run_at,
+    )
+
+
+def firing(rid: str, tick: float, next_run_at: float | None, history: str = "[]") -> Firing:
+    job = NewJob(id=f"{rid}@{tick:.0f}", task="tasks.report", payload="{}", due_at=tick)
+    return Firing(next_run_at=next_run_at, last_run_at=tick, history=history, jobs=(job,))
+
+
+def take_lock(storage: Storage, owner: str = "a", lease: float = 30) -> LockLease:
+    lock = storage.acquire_lock(LOCK, owner, lease)
+    assert lock is not None
+    return lock
+
+
+def test_create_get_and_list(storage: Storage) -> None:
+    now = storage.now()
+    assert storage.save_recurring(recurring("b", now + 60), "create")
+    assert storage.save_recurring(recurring("a", now + 30), "upsert")
+    record = storage.get_recurring("a")
+    assert record is not None
+    assert (record.task, record.enabled, record.last_run_at) == ("tasks.report", True, None)
+    assert record.next_run_at == pytest.approx(now + 30, abs=1e-3)
+    assert record.schedule == '{"cron": "* * * * *", "timezone": "UTC"}'
+    assert record.history == "[]"
+    assert [r.id for r in storage.list_recurring(10)] == ["a", "b"]
+    assert [r.id for r in storage.list_recurring(1, offset=1)] == ["b"]
+    assert storage.count_recurring() == 2
+    assert storage.get_recurring("missing") is None
+
+
+def test_save_modes(storage: Storage) -> None:
+    now = storage.now()
+    with pytest.raises(KeyError):
+        storage.save_recurring(recurring("a", now), "update")
+    assert storage.count_recurring() == 0
+    storage.save_recurring(recurring("a", now), "create")
+    with pytest.raises(KeyError):
+        storage.save_recurring(recurring("a", now + 5), "create")
+    before = storage.get_recurring("a")
+    assert before is not None
+    assert not storage.save_recurring(recurring("a", now + 99, task="tasks.other"), "update")
+    after = storage.get_recurring("a")
+    assert after is not None
+    assert after.task == "tasks.other"
+    assert after.next_run_at == pytest.approx(now + 99, abs=1e-3)
+    assert after.version > before.version
+    assert after.created_at == pytest.approx(before.created_at)
+    assert not storage.save_recurring(recurring("a", now), "upsert")
+
+
+def test_only_enabled_due_recurring_jobs_are_fetched_earliest_first(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("late", now - 1), "create")
+    storage.save_recurring(recurring("early", now - 5), "create")
+    storage.save_recurring(recurring("future", now + 3600), "create")
+    storage.save_recurring(recurring("paused", now - 10, enabled=False), "create")
+    storage.save_recurring(recurring("ended", None), "create")
+    assert [r.id for r in storage.fetch_due_recurring(10)] == ["early", "late"]
+    assert [r.id for r in storage.fetch_due_recurring(1)] == ["early"]
+
+
+def test_pause_and_resume(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("a", now - 1), "create")
+    version = storage.get_recurring("a").version  # type: ignore[union-attr]
+    assert storage.set_recurring_enabled("a", False, now - 1)
+    assert storage.fetch_due_recurring(10) == []
+    assert storage.set_recurring_enabled("a", True, now - 2)
+    (record,) = storage.fetch_due_recurring(10)
+    assert record.enabled and record.version > version
+    assert record.next_run_at == pytest.approx(now - 2, abs=1e-3)
+    assert not storage.set_recurring_enabled("missing", True, now)
+
+
+def test_fire_adds_the_job_and_advances_atomically(storage: Storage) -> None:
+    # Given a due recurring job
+    now = storage.now()
+    storage.save_recurring(recurring("r", now - 1), "create")
+    (record,) = storage.fetch_due_recurring(10)
+    lock = take_lock(storage)
+    # When it fires
+    created = storage.fire_recurring(
+        "r", record.version, lock, firing("r", now - 1, now + 59, history='["r@1"]')
+    )
+    # Then the firing job exists, due at the tick, and the recurring job moved on
+    assert created == [True]
+    job = storage.get_job(f"r@{now - 1:.0f}")
+    assert job is not None and job.state is JobState.SCHEDULED
+    assert job.due_at == pytest.approx(now - 1, abs=1e-3)
+    after = storage.get_recurring("r")
+    assert after is not None
+    assert after.next_run_at == pytest.approx(now + 59, abs=1e-3)
+    assert after.last_run_at == pytest.approx(now - 1, abs=1e-3)
+    assert after.history == '["r@1"]'
+    assert after.version == record.version + 1
+    assert storage.fetch_due_recurring(10) == []
+
+
+def test_fire_with_a_stale_version_or_lock_changes_nothing(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("r", now - 1), "create")
+    (record,) = storage.fetch_due_recurring(10)
+    stale_lock = take_lock(storage, "a", lease=0.3)
+    fresh_lock = wait_until(lambda: storage.acquire_lock(LOCK, "b", 30), timeout=5)
+    assert (
+        storage.fire_recurring("r", record.version, stale_lock, firing("r", now, now + 60)) is None
+    )
+    assert (
+        storage.fire_recurring("r", record.version + 7, fresh_lock, firing("r", now, now + 60))
+        is None
+    )
+    assert storage.get_job(f"r@{now:.0f}") is None
+    assert storage.get_recurring("r") == record
+
+
+def test_a_tick_fired_twice_creates_one_job(storage: Storage) -> None:
+    # Given a tick whose firing job exists already (say, from a crashed attempt)
+    now = storage.now()
+    storage.save_recurring(recurring("r", now - 1), "create")
+    lock = take_lock(storage)
+    storage.add_jobs(firing("r", now - 1, None).jobs)
+    (record,) = storage.fetch_due_recurring(10)
+    # When the same tick fires again, it still advances but adds no second job
+    assert storage.fire_recurring("r", record.version, lock, firing("r", now - 1, now + 60)) == [
+        False
+    ]
+    assert storage.count_by_state()[JobState.SCHEDULED] == 1
+    after = storage.get_recurring("r")
+    assert after is not None and after.next_run_at == pytest.approx(now + 60, abs=1e-3)
+
+
+def test_racing_firings_of_one_version_succeed_once(storage: Storage) -> None:
+    now = storage.now()
+    ids = [f"r{i:03d}" for i in range(50)]
+    for rid in ids:
+        storage.save_recurring(recurring(rid, now - 1), "create")
+    records = storage.fetch_due_recurring(100)
+    lock = take_lock(storage)
+    barrier = threading.Barrier(2)
+
+    def fire_all(which: int) -> int:
+        barrier.wait()
+        wins = 0
+        for record in records:
+            tick = now - 1 + which * 1000  # different ticks: only the version can stop the loser
+            result = storage.fire_recurring(
+                record.id, record.version, lock, firing(record.id, tick, now + 60)
+            )
+            wins += result is not None
+        return wins
+
+    with ThreadPoolExecutor(2) as pool:
+        wins = list(pool.map(fire_all, range(2)))
+    assert sum(wins) == len(ids)
+    assert sum(storage.count_by_state().values()) == len(ids)
+
+
+def test_remove(storage: Storage) -> None:
+    storage.save_recurring(recurring("a", storage.now()), "create")
+    assert storage.remove_recurring("a")
+    assert not storage.remove_recurring("a")
+    assert storage.get_recurring("a") is None
+    assert storage.count_recurring() == 0
+
+
+def test_a_bad_id_is_refused(storage: Storage) -> None:
+    with pytest.raises(ValueError):
+        storage.save_recurring(recurring("has space", storage.now()), "create")
+    assert storage.count_recurring() == 0

@@ -25,6 +25,8 @@ from storage_adapters import StorageError, mask_url
 from .client import Client
 from .delayed import DelayedJobScheduler
 from .errors import ParallelSchedulerError
+from .recurring import RecurringJobScheduler
+from .service import SchedulerService
 from .settings import RELEASE_MODES, Settings
 
 __all__ = ["main"]
@@ -125,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=cmd_status)
 
+    _recurring_commands(commands)
+
     setup = commands.add_parser("setup", help="create or upgrade the storage schema")
     setup.set_defaults(handler=cmd_setup)
 
@@ -137,6 +141,92 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
     demo.set_defaults(handler=cmd_demo)
     return parser
+
+
+def _recurring_commands(commands: Any) -> None:
+    recurring = commands.add_parser("recurring", help="manage recurring (cron) jobs")
+    actions = recurring.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="create a recurring job (--update/--upsert to change)")
+    add.add_argument("recurring_id", metavar="ID")
+    add.add_argument("task")
+    add.add_argument("--cron", required=True, help="5 fields, or 6 with seconds first")
+    add.add_argument("--timezone", default="UTC", help="IANA name, e.g. Europe/Berlin")
+    add.add_argument("--args", type=_json_arg(list), default=[], help="JSON list")
+    add.add_argument("--kwargs", type=_json_arg(dict), default={}, help="JSON object")
+    add.add_argument("--start", type=_aware_datetime, metavar="ISO8601")
+    add.add_argument("--end", type=_aware_datetime, metavar="ISO8601")
+    add.add_argument("--misfire", choices=("skip", "run_once", "run_all"), default="run_once")
+    add.add_argument("--misfire-cap", type=int, default=100)
+    add.add_argument("--queue")
+    add.add_argument("--paused", action="store_true", help="create it paused")
+    mode = add.add_mutually_exclusive_group()
+    mode.add_argument("--update", action="store_const", const="update", dest="mode")
+    mode.add_argument("--upsert", action="store_const", const="upsert", dest="mode")
+    add.set_defaults(handler=cmd_recurring_add, mode="create")
+    listing = actions.add_parser("list", help="recurring jobs with their next runs")
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--offset", type=int, default=0)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_recurring_list)
+    for name, help_text in (
+        ("pause", "stop firing until resumed"),
+        ("resume", "fire again, from the next tick on"),
+        ("trigger", "fire once now, outside the schedule"),
+        ("remove", "delete the recurring job (its firings stay)"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("recurring_id", metavar="ID")
+        action.set_defaults(handler=cmd_recurring_action)
+
+
+def cmd_recurring_add(ns: argparse.Namespace) -> int:
+    options = {"queue": ns.queue} if ns.queue else {}
+    with _client(ns) as client:
+        job = client.recurring.save(
+            ns.recurring_id, ns.task, ns.cron, args=ns.args, kwargs=ns.kwargs,
+            timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
+            misfire_cap=ns.misfire_cap, enabled=not ns.paused, mode=ns.mode, **options,
+        )  # fmt: skip
+    next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
+    console.print(f"{job.id} saved ({ns.mode}); next run {next_run}")
+    return 0
+
+
+def cmd_recurring_list(ns: argparse.Namespace) -> int:
+    with _client(ns) as client:
+        jobs = client.recurring.list(limit=ns.limit, offset=ns.offset)
+    if ns.json:
+        print(json.dumps([job.to_dict() for job in jobs], indent=2))
+        return 0
+    table = Table("id", "task", "cron", "time zone", "enabled", "next run", "last run")
+    for job in jobs:
+        table.add_row(
+            job.id, job.task, job.schedule.cron, job.schedule.timezone, str(job.enabled),
+            job.next_run_at.isoformat() if job.next_run_at else "-",
+            job.last_run_at.isoformat() if job.last_run_at else "-",
+        )  # fmt: skip
+    console.print(table)
+    return 0
+
+
+def cmd_recurring_action(ns: argparse.Namespace) -> int:
+    with _client(ns) as client:
+        recurring = client.recurring
+        if ns.action == "trigger":
+            console.print(
+                f"{ns.recurring_id} triggered as job {recurring.trigger(ns.recurring_id)}"
+            )
+            return 0
+        done = {"pause": recurring.pause, "resume": recurring.resume, "remove": recurring.remove}[
+            ns.action
+        ](ns.recurring_id)
+    if not done:
+        console.print(f"{ns.recurring_id}: no such recurring job", style="yellow")
+        return 1
+    console.print(
+        f"{ns.recurring_id} {ns.action}d" if ns.action != "pause" else f"{ns.recurring_id} paused"
+    )
+    return 0
 
 
 def _settings(ns: argparse.Namespace, celery_conf: Any = None) -> Settings:
@@ -176,17 +266,19 @@ def cmd_run(ns: argparse.Namespace) -> int:
     )
     try:
         storage.setup()
-        scheduler = DelayedJobScheduler(storage, CeleryDispatcher(app), settings)
+        service = SchedulerService(storage, CeleryDispatcher(app), settings)
         logging.getLogger("parallel_scheduler").info(
-            "scheduler %s starting with %s", scheduler.owner, settings.describe()
+            "scheduler %s starting with %s", service.owner, settings.describe()
         )
         try:
             if ns.once:
-                console.print_json(json.dumps(scheduler.run_once().as_dict()))
+                recurring = service.recurring.run_once().as_dict()
+                delayed = service.delayed.run_once().as_dict()
+                console.print_json(json.dumps({"recurring": recurring, "delayed": delayed}))
             else:
-                scheduler.run_forever()
+                service.run()
         finally:
-            scheduler.close()
+            service.close()
     finally:
         storage.close()
     return 0
@@ -243,6 +335,7 @@ def cmd_cancel(ns: argparse.Namespace) -> int:
 def status_report(client: Client) -> dict[str, Any]:
     storage = client.storage
     holder = storage.lock_holder(DelayedJobScheduler.LOCK_NAME)
+    recurring_holder = storage.lock_holder(RecurringJobScheduler.LOCK_NAME)
     next_due = storage.next_due_at()
     now = storage.now()
     return {
@@ -257,6 +350,8 @@ def status_report(client: Client) -> dict[str, Any]:
             "token": holder.token,
             "expires_in_seconds": round(holder.expires_at - now, 3),
         },
+        "recurring_jobs": storage.count_recurring(),
+        "recurring_lock_holder": None if recurring_holder is None else recurring_holder.owner,
         "settings": client.settings.describe(),
     }
 

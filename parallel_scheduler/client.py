@@ -18,6 +18,7 @@ from storage_adapters import JobState, Storage
 from .clock import StorageClock
 from .errors import InvalidJobError
 from .jobs import Job, JobSpec, due_time
+from .recurring_jobs import RecurringJobs
 from .retrying import call_storage
 from .settings import Settings
 
@@ -55,6 +56,9 @@ class Client:
             pool_size=self.settings.max_degree_of_parallelism,
         )
         self._clock = StorageClock(self.storage)
+        self.recurring = RecurringJobs(
+            self.storage, self._clock, self.settings.max_payload_bytes, retry_for
+        )
 
     def _call(self, fn: Callable[[], T]) -> T:
         return call_storage(fn, give_up_after=self.retry_for)

@@ -12,7 +12,10 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
-from storage_adapters import JobState, NewJob
+from parallel_scheduler.recurring import RecurringJobScheduler
+from parallel_scheduler.recurring_jobs import firing_id
+from parallel_scheduler.triggers import Schedule
+from storage_adapters import JobState, NewJob, NewRecurring
 from tests.conftest import unique_prefix
 from tests.waiting import wait_until
 
@@ -88,6 +91,74 @@ def test_three_schedulers_dispatch_each_job_exactly_once(
         sent = Counter(line for out in outs for line in out.read_text().splitlines())
         assert sent == Counter(ids)
         assert storage.count_by_state()[JobState.SCHEDULED] == 0
+    finally:
+        storage.drop()
+        storage.close()
+
+
+RECURRING = 10_000
+
+
+def recurring_process(url: str, prefix: str, out: str, stop: Any, started: Any) -> None:
+    """One recurring scheduler process: writes how many firing jobs its passes created."""
+    storage = storage_adapters.from_url(url, prefix=prefix, pool_size=4)
+    settings = Settings(batch_size=500, max_degree_of_parallelism=4)
+    scheduler = RecurringJobScheduler(storage, settings)
+    created = 0
+    started.wait()
+    while not stop.is_set():
+        stats = scheduler.run_once()
+        created += stats.created
+        if not stats.lock_acquired or not stats.fetched:
+            stop.wait(0.01)
+    scheduler.close()
+    storage.close()
+    Path(out).write_text(str(created))
+
+
+@pytest.mark.parametrize("adapter_kind", ["postgresql", "redis"])
+def test_three_schedulers_fire_each_recurring_tick_exactly_once(
+    adapter_kind: str, tmp_path: Path
+) -> None:
+    from tests.conftest import storage_url
+
+    url = storage_url(adapter_kind, tmp_path)
+    prefix = unique_prefix()
+    storage = storage_adapters.from_url(url, prefix=prefix)
+    storage.setup()
+    try:
+        # Given 10,000 hourly recurring jobs, all due on the same tick
+        tick = (storage.now() // 3600) * 3600
+        schedule = Schedule("0 * * * *").to_json()
+        for i in range(RECURRING):
+            storage.save_recurring(
+                NewRecurring(f"r{i}", "tasks.r", "{}", schedule, True, tick), "create"
+            )
+        # When three recurring scheduler processes race over them
+        context = multiprocessing.get_context("spawn")
+        stop, started = context.Event(), context.Event()
+        outs = [tmp_path / f"created-{n}.txt" for n in range(PROCESSES)]
+        processes = [
+            context.Process(target=recurring_process, args=(url, prefix, str(o), stop, started))
+            for o in outs
+        ]
+        for process in processes:
+            process.start()
+        started.set()
+        try:
+            wait_until(lambda: not storage.fetch_due_recurring(1), timeout=240)
+        finally:
+            stop.set()
+            for process in processes:
+                process.join(timeout=60)
+        # Then there are exactly 10,000 firings, one per recurring job, each created once
+        assert all(p.exitcode == 0 for p in processes)
+        assert sum(int(o.read_text()) for o in outs) == RECURRING
+        firings = storage.list_jobs(None, limit=RECURRING + 10)
+        assert sorted(j.id for j in firings) == sorted(
+            firing_id(f"r{i}", tick) for i in range(RECURRING)
+        )
+        assert all(j.due_at == tick for j in firings)
     finally:
         storage.drop()
         storage.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Any
 
 import click
@@ -21,8 +20,8 @@ from celery.exceptions import ImproperlyConfigured
 
 from storage_adapters import StorageError, mask_url
 
-from ..delayed import DelayedJobScheduler
 from ..errors import ParallelSchedulerError
+from ..service import SchedulerService
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
 
@@ -37,8 +36,7 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
     def __init__(self, worker: Any, parallel_scheduler: bool = False, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
         self.enabled = bool(parallel_scheduler)
-        self._scheduler: DelayedJobScheduler | None = None
-        self._thread: threading.Thread | None = None
+        self._service: SchedulerService | None = None
         if self.enabled:
             self._check_configuration(worker.app)
 
@@ -46,36 +44,25 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
         from .integration import get_integration
 
         try:
-            scheduler = get_integration(app).make_scheduler()
+            service = get_integration(app).make_service()
         except (ParallelSchedulerError, StorageError, ValueError) as exc:
             url = get_integration(app).settings.storage_url if _settings_ok(app) else None
             message = str(exc).replace(url, mask_url(url)) if url else str(exc)
             raise ImproperlyConfigured(f"parallel-scheduler cannot start: {message}") from None
-        scheduler.close()  # opened only to check; the real one is built after the fork
+        service.close()  # opened only to check; the real one is built after the fork
 
     def start(self, worker: Any) -> None:
         from .integration import get_integration
 
         owner = f"{worker.hostname}:{os.getpid()}"
-        self._scheduler = get_integration(worker.app).make_scheduler(owner=owner)
-        self._thread = threading.Thread(
-            target=self._scheduler.run_forever,
-            kwargs={"install_signal_handlers": False},
-            name="parallel-scheduler",
-            daemon=True,
-        )
-        self._thread.start()
+        self._service = get_integration(worker.app).make_service(owner=owner)
+        self._service.start()
         logger.info("parallel-scheduler running in worker %s", owner)
 
     def stop(self, worker: Any) -> None:
-        scheduler, thread = self._scheduler, self._thread
-        self._scheduler = self._thread = None
-        if scheduler is None:
-            return
-        scheduler.stop()
-        if thread is not None:
-            thread.join(timeout=scheduler.settings.lock_lease)
-        scheduler.close()
+        service, self._service = self._service, None
+        if service is not None:
+            service.close()  # in-flight work finishes, both locks are released
 
     shutdown = stop
 

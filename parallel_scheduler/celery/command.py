@@ -17,17 +17,19 @@ __all__ = ["parallel_scheduler"]
 @click.option("--once", is_flag=True, help="Run one pass, print its stats, exit.")
 @click.pass_context
 def parallel_scheduler(ctx: click.Context, once: bool) -> None:
-    """Release durable delayed jobs into this app's broker (runs until SIGINT/SIGTERM)."""
+    """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
     import json
 
     from .integration import get_integration
 
     app: Any = ctx.obj.app
-    scheduler = get_integration(app).make_scheduler()
+    service = get_integration(app).make_service()
     try:
         if once:
-            click.echo(json.dumps(scheduler.run_once().as_dict()))
+            recurring = service.recurring.run_once().as_dict()
+            delayed = service.delayed.run_once().as_dict()
+            click.echo(json.dumps({"recurring": recurring, "delayed": delayed}))
         else:
-            scheduler.run_forever()
+            service.run()
     finally:
-        scheduler.close()
+        service.close()

@@ -26,10 +26,10 @@ import storage_adapters
 from storage_adapters import ClaimedJob
 
 from ..client import Client
-from ..delayed import DelayedJobScheduler
 from ..dispatchers import CeleryDispatcher
 from ..errors import InvalidJobError
 from ..jobs import JobSpec
+from ..service import SchedulerService
 from ..settings import Settings
 from .call_options import carried_options, reasons_not_to_defer
 from .signals import job_released, job_scheduled
@@ -132,21 +132,25 @@ class CeleryIntegration:
 
     # -- the scheduler ------------------------------------------------------------------------
 
-    def make_scheduler(self, owner: str | None = None) -> DelayedJobScheduler:
-        """A scheduler sending through this app; fails at once on a bad storage URL."""
+    def make_service(self, owner: str | None = None) -> SchedulerService:
+        """Both schedulers, sending through this app; fails at once on a bad storage URL."""
         settings = self.settings
         storage = storage_adapters.from_url(
             settings.storage_url,
             prefix=settings.prefix,
             pool_size=settings.max_degree_of_parallelism,
         )
-        storage.setup()
-        return DelayedJobScheduler(
+        try:
+            storage.setup()
+        except BaseException:
+            storage.close()
+            raise
+        return SchedulerService(
             storage,
             CeleryDispatcher(self.app),
             settings,
             owner=owner,
-            listeners=[_announce_release],
+            listeners=(_announce_release,),
             owns_storage=True,
         )
 

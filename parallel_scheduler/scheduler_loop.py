@@ -1,0 +1,168 @@
+"""The shape every scheduler shares: one distributed lock per pass, a bounded pool, and a loop
+that sleeps until the next due time (or a wake-up), backs off while passes fail, and stops
+gracefully: in-flight work finishes and the lock is released.
+
+``DelayedJobScheduler`` and ``RecurringJobScheduler`` differ only in what one pass does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from types import FrameType
+from typing import Any, ClassVar, Protocol
+
+from storage_adapters import Storage
+
+from . import lock_lease
+from .clock import StorageClock
+from .lock_lease import HeldLock
+from .pool import BoundedPool
+from .retrying import call_storage
+from .settings import Settings
+
+__all__ = ["LockedScheduler", "default_owner"]
+
+logger = logging.getLogger("parallel_scheduler.loop")
+MAX_BACKOFF = 30.0
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Stats(Protocol):
+    lock_acquired: bool
+    failed: int
+    duration: float
+
+
+class LockedScheduler(ABC):
+    LOCK_NAME: ClassVar[str]
+
+    def __init__(
+        self, storage: Storage, settings: Settings | None, owner: str | None, owns_storage: bool
+    ) -> None:
+        self.storage = storage
+        self.settings = settings or Settings()
+        self.owner = owner or default_owner()
+        self._owns_storage = owns_storage
+        self._clock = StorageClock(storage)
+        self._pool = BoundedPool(self.settings.max_degree_of_parallelism)
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+
+    # -- what subclasses supply -----------------------------------------------------------------
+
+    @abstractmethod
+    def _new_stats(self, lock_acquired: bool) -> Any:
+        """An empty stats object for one pass."""
+
+    @abstractmethod
+    def _pass(self, held: HeldLock, stats: Any) -> None:
+        """The pass's work, under the held lock."""
+
+    @abstractmethod
+    def _next_due_at(self) -> float | None:
+        """The earliest time more work falls due (storage clock), for the sleep after a pass."""
+
+    # -- one pass ---------------------------------------------------------------------------
+
+    def run_once(self) -> Any:
+        """One pass; returns its stats. Does nothing when another scheduler holds the lock."""
+        started = time.monotonic()
+        held = call_storage(
+            lambda: lock_lease.acquire(
+                self.storage, self.LOCK_NAME, self.owner, self.settings.lock_lease
+            ),
+            give_up_after=self.settings.lock_lease,
+        )
+        stats = self._new_stats(held is not None)
+        if held is None:
+            return stats
+        try:
+            self._clock.sync()
+            self._pass(held, stats)
+        finally:
+            held.release()
+            stats.duration = time.monotonic() - started
+        return stats
+
+    def _keep_going(self, held: HeldLock) -> bool:
+        return not self._stopping.is_set() and held.valid()
+
+    # -- the process loop -------------------------------------------------------------------
+
+    def run_forever(self, *, install_signal_handlers: bool = True) -> None:
+        """Run passes until ``stop()`` (or SIGINT/SIGTERM): in-flight work finishes, lock freed."""
+        restore = self._install_signal_handlers() if install_signal_handlers else {}
+        backoff = 0.0
+        try:
+            while not self._stopping.is_set():
+                try:
+                    stats: Stats = self.run_once()
+                except Exception:
+                    logger.exception("%s pass failed; backing off", self.LOCK_NAME)
+                    stats = self._new_stats(False)
+                    stats.failed = 1
+                if stats.failed:
+                    backoff = min(MAX_BACKOFF, max(0.5, backoff * 2))
+                    delay = backoff
+                else:
+                    backoff = 0.0
+                    delay = self._delay_after(stats)
+                self._wake.wait(delay)
+                self._wake.clear()
+        finally:
+            for signum, handler in restore.items():
+                signal.signal(signum, handler)
+        logger.info("%s %s stopped", self.LOCK_NAME, self.owner)
+
+    def _delay_after(self, stats: Stats) -> float:
+        poll = self.settings.poll_interval
+        if not stats.lock_acquired:
+            return poll
+        try:
+            next_due = self._next_due_at()
+            now = self._clock.now()
+        except Exception as exc:
+            logger.warning("peeking the next due time failed: %s", exc)
+            return poll
+        if next_due is None:
+            return poll
+        return min(poll, max(0.0, next_due - now))
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            logger.info("received signal %d: finishing in-flight work, then stopping", signum)
+            self.stop()
+
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, handle)
+        return previous
+
+    def wake(self) -> None:
+        """Cut the current sleep short: new work is due now."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop and free the thread pool, and the storage if this scheduler owns it."""
+        self.stop()
+        self._pool.shutdown()
+        if self._owns_storage:
+            self.storage.close()

@@ -1,0 +1,102 @@
+"""One scheduler process: the delayed and the recurring scheduler side by side, each under its
+own lock, started and stopped together. A recurring pass that fires wakes the delayed scheduler,
+so a firing reaches the broker without waiting out a poll interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from storage_adapters import Storage
+
+from .delayed import DelayedJobScheduler
+from .dispatchers import Dispatcher
+from .recurring import RecurringJobScheduler
+from .release import ReleaseListener
+from .scheduler_loop import default_owner
+from .settings import Settings
+
+__all__ = ["SchedulerService"]
+
+logger = logging.getLogger("parallel_scheduler.service")
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        storage: Storage,
+        dispatcher: Dispatcher,
+        settings: Settings | None = None,
+        *,
+        owner: str | None = None,
+        listeners: tuple[ReleaseListener, ...] = (),
+        owns_storage: bool = False,
+    ) -> None:
+        owner = owner or default_owner()
+        self.storage = storage
+        self._owns_storage = owns_storage
+        self.delayed = DelayedJobScheduler(
+            storage, dispatcher, settings, owner=owner, listeners=listeners
+        )
+        self.recurring = RecurringJobScheduler(
+            storage, settings, owner=owner, on_fired=self.delayed.wake
+        )
+        self.settings = self.delayed.settings
+        self.owner = owner
+        self._threads: list[threading.Thread] = []
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        """Run both schedulers in background threads."""
+        for scheduler in (self.delayed, self.recurring):
+            thread = threading.Thread(
+                target=scheduler.run_forever,
+                kwargs={"install_signal_handlers": False},
+                name=scheduler.LOCK_NAME,
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Run until ``stop()`` or SIGINT/SIGTERM, then stop both gracefully."""
+        stopped = self._stopped
+        previous: dict[int, Any] = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+
+            def handle(signum: int, frame: FrameType | None) -> None:
+                logger.info("received signal %d: finishing in-flight work, then stopping", signum)
+                stopped.set()
+
+            for number in (signal.SIGINT, signal.SIGTERM):
+                previous[number] = signal.getsignal(number)
+                signal.signal(number, handle)
+        self.start()
+        try:
+            while not stopped.wait(0.5):
+                if not all(t.is_alive() for t in self._threads):
+                    break
+        finally:
+            self.stop()
+            for previous_number, handler in previous.items():
+                signal.signal(previous_number, handler)
+
+    def stop(self) -> None:
+        """Stop both; in-flight work finishes and both locks are released before this returns."""
+        self._stopped.set()
+        for scheduler in (self.delayed, self.recurring):
+            scheduler.stop()
+        for thread in self._threads:
+            thread.join(timeout=self.settings.lock_lease)
+        self._threads.clear()
+
+    def close(self) -> None:
+        self.stop()
+        self.delayed.close()
+        self.recurring.close()
+        if self._owns_storage:
+            self.storage.close()

@@ -1,0 +1,212 @@
+"""Recurring jobs over every adapter: firing, misfire after an outage, management, and the
+one-process service that runs both schedulers."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from parallel_scheduler import CallableDispatcher, Client, InvalidJobError, JobState, Settings
+from parallel_scheduler.recurring import RecurringJobScheduler
+from parallel_scheduler.recurring_jobs import firing_id
+from parallel_scheduler.service import SchedulerService
+from storage_adapters import NewJob, Storage
+from tests.waiting import wait_until
+
+HOUR = 3600.0
+
+
+def last_full_hour(storage: Storage) -> float:
+    return math.floor(storage.now() / HOUR) * HOUR
+
+
+def hourly(storage: Storage, rid: str = "report", policy: str = "run_once", **kw: Any) -> Client:
+    client = Client(storage)
+    client.recurring.save(rid, "tasks.report", "0 * * * *", misfire_policy=policy, **kw)  # type: ignore[arg-type]
+    return client
+
+
+def make_due(storage: Storage, rid: str, next_run_at: float) -> None:
+    """Simulate time having passed: the job's next run is ``next_run_at`` (an earlier tick)."""
+    assert storage.set_recurring_enabled(rid, True, next_run_at)
+
+
+def run_pass(storage: Storage) -> Any:
+    scheduler = RecurringJobScheduler(storage, Settings())
+    try:
+        return scheduler.run_once()
+    finally:
+        scheduler.close()
+
+
+def test_a_due_tick_fires_once_with_its_deterministic_id(storage: Storage) -> None:
+    # Given an hourly job whose last full hour is due now
+    client = hourly(storage)
+    tick = last_full_hour(storage)
+    make_due(storage, "report", tick)
+    # When two passes run
+    first, second = run_pass(storage), run_pass(storage)
+    # Then the tick fired once, as a delayed job due at the tick, and the next run moved on
+    assert (first.fired, first.created, second.fetched) == (1, 1, 0)
+    job = storage.get_job(firing_id("report", tick))
+    assert job is not None and job.state is JobState.SCHEDULED
+    assert job.due_at == tick
+    assert job.id == "report@" + datetime.fromtimestamp(tick, timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    recurring = client.recurring.get("report")
+    assert recurring is not None and recurring.next_run_at is not None
+    assert recurring.next_run_at.timestamp() == tick + HOUR
+    assert recurring.history[-1] == {"tick": tick, "job_id": job.id}
+
+
+def test_a_tick_already_fired_before_a_crash_is_not_fired_again(storage: Storage) -> None:
+    hourly(storage)
+    tick = last_full_hour(storage)
+    make_due(storage, "report", tick)
+    storage.add_jobs([NewJob(firing_id("report", tick), "tasks.report", "{}", tick)])
+    stats = run_pass(storage)
+    assert (stats.fired, stats.created, stats.existed) == (1, 0, 1)
+    assert storage.count_by_state()[JobState.SCHEDULED] == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "cap", "expected_hours_back"),
+    [("skip", 100, []), ("run_once", 100, [0]), ("run_all", 100, [5, 4, 3, 2, 1, 0]),
+     ("run_all", 2, [1, 0])],
+)  # fmt: skip
+def test_misfire_policies_after_an_outage(
+    storage: Storage, policy: str, cap: int, expected_hours_back: list[int]
+) -> None:
+    # Given an hourly job last due five hours ago, as if no scheduler ran since (a grace of 0
+    # makes every past tick count as missed, so the expectations do not depend on the minute)
+    hourly(storage, policy=policy, misfire_cap=cap, misfire_grace=0)
+    now_tick = last_full_hour(storage)
+    make_due(storage, "report", now_tick - 5 * HOUR)
+    # When the scheduler comes back
+    stats = run_pass(storage)
+    # Then the policy decides which of the missed ticks fire
+    fired = sorted(j.due_at for j in storage.list_jobs(JobState.SCHEDULED, limit=100))
+    assert fired == sorted(now_tick - h * HOUR for h in expected_hours_back)
+    assert stats.fired == 1
+    recurring = storage.get_recurring("report")
+    assert recurring is not None and recurring.next_run_at is not None
+    assert recurring.next_run_at > storage.now()
+
+
+def test_pause_resume_trigger_update_remove(storage: Storage) -> None:
+    client = hourly(storage)
+    tick = last_full_hour(storage)
+    # Paused: a due tick does not fire
+    make_due(storage, "report", tick)
+    assert client.recurring.pause("report")
+    assert run_pass(storage).fetched == 0
+    # Resumed: from the next tick on, nothing from the pause is fired
+    assert client.recurring.resume("report")
+    resumed = client.recurring.get("report")
+    assert resumed is not None and resumed.enabled
+    assert resumed.next_run_at is not None and resumed.next_run_at.timestamp() > storage.now()
+    # Triggered: one job now, with its own id
+    job_id = client.recurring.trigger("report")
+    assert job_id.startswith("report@trigger-")
+    assert storage.fetch_due_ids(10) == [job_id]
+    # Updated: a new cron recomputes the next run
+    updated = client.recurring.save("report", "tasks.report", "*/5 * * * *", mode="update")
+    assert updated.schedule.cron == "*/5 * * * *"
+    assert updated.next_run_at is not None
+    assert updated.next_run_at.timestamp() - storage.now() <= 300
+    assert client.recurring.remove("report")
+    assert client.recurring.get("report") is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cron": "99 * * * *"}, "invalid cron"),
+        ({"timezone": "Nowhere/City"}, "unknown time zone"),
+        ({"start": datetime(2030, 1, 2, tzinfo=timezone.utc),
+          "end": datetime(2030, 1, 1, tzinfo=timezone.utc)}, "before the start"),
+        ({"misfire_cap": 0}, "at least 1"),
+        ({"recurring_id": "a@b"}, "must not contain '@'"),
+        ({"args": [float("nan")]}, "not JSON"),
+        ({"mode": "update"}, "does not exist"),
+    ],
+)  # fmt: skip
+def test_bad_recurring_input_stores_nothing(
+    storage: Storage, kwargs: dict[str, Any], message: str
+) -> None:
+    call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}
+    call.update(kwargs)
+    with pytest.raises(InvalidJobError, match=message):
+        Client(storage).recurring.save(**call)
+    assert storage.count_recurring() == 0
+
+
+def test_creating_an_existing_id_is_an_error_unless_upsert(storage: Storage) -> None:
+    client = hourly(storage)
+    with pytest.raises(InvalidJobError, match="exists already"):
+        client.recurring.save("report", "tasks.other", "0 * * * *")
+    client.recurring.save("report", "tasks.other", "0 * * * *", mode="upsert")
+    saved = client.recurring.get("report")
+    assert saved is not None and saved.task == "tasks.other"
+
+
+def test_one_service_runs_both_schedulers_and_fires_every_second(storage: Storage) -> None:
+    # Given a recurring job every second, and a service running both schedulers
+    sent: list[str] = []
+    guard = threading.Lock()
+
+    def record(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        with guard:
+            sent.append(job_id)
+
+    client = Client(storage)
+    client.recurring.save("tick", "tasks.tick", "* * * * * *", misfire_policy="skip")
+    service = SchedulerService(
+        storage, CallableDispatcher(record), Settings(poll_interval=0.1, lock_lease=5)
+    )
+    service.start()
+    try:
+        # Then firings reach the dispatcher, each tick once, one second apart
+        wait_until(lambda: len(sent) >= 3, timeout=15)
+    finally:
+        service.close()
+    assert Counter(sent).most_common(1)[0][1] == 1
+    ticks = sorted(storage.get_job(i).due_at for i in sent)  # type: ignore[union-attr]
+    assert all(b - a == 1.0 for a, b in itertools.pairwise(ticks))
+    assert storage.lock_holder("delayed-scheduler") is None
+    assert storage.lock_holder("recurring-scheduler") is None
+
+
+def test_firings_are_released_with_the_recurring_jobs_arguments(storage: Storage) -> None:
+    sent: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
+    client = Client(storage)
+    client.recurring.save(
+        "mail", "tasks.mail", "0 * * * *", args=[1], kwargs={"to": "x"}, queue="mail"
+    )
+    make_due(storage, "mail", last_full_hour(storage))
+    service = SchedulerService(
+        storage,
+        CallableDispatcher(lambda t, a, k, o, i: sent.append((t, a, k, o))),
+        Settings(poll_interval=0.1),
+    )
+    assert service.recurring.run_once().created == 1
+    assert service.delayed.run_once().released == 1
+    service.close()
+    assert sent == [("tasks.mail", [1], {"to": "x"}, {"queue": "mail"})]
+
+
+def test_an_ended_schedule_stops_firing(storage: Storage) -> None:
+    end = datetime.fromtimestamp(last_full_hour(storage), timezone.utc) + timedelta(minutes=30)
+    client = hourly(storage, end=end)
+    make_due(storage, "report", last_full_hour(storage))
+    run_pass(storage)
+    recurring = client.recurring.get("report")
+    assert recurring is not None and recurring.next_run_at is None
+    assert storage.fetch_due_recurring(10) == []

@@ -3,8 +3,10 @@
 Pure functions of (schedule, time): no I/O and no clock of their own, so every rule here is
 tested with exact expected instants.
 
-Cron expressions have 5 fields (minute resolution) or 6 with **seconds first** (as Quartz,
-Hangfire/Cronos and Spring write them). They are evaluated on the wall clock of the schedule's
+A schedule is a cron expression or a fixed interval (``every`` seconds, counted from the start
+date or the Unix epoch, so it is the same on every host). Cron expressions have 5 fields
+(minute resolution) or 6 with **seconds first** (as Quartz, Hangfire/Cronos and Spring write
+them). They are evaluated on the wall clock of the schedule's
 IANA time zone, with these DST rules (written down because Celery beat's are not, celery#6438):
 
 * **fall-back** (a wall-clock hour happens twice): each wall-clock time fires **once**, at its
@@ -47,15 +49,33 @@ class Schedule:
     on time and always fire.
     """
 
-    cron: str
+    cron: str = ""
     timezone: str = "UTC"
     start_at: float | None = None
     end_at: float | None = None
     misfire_policy: MisfirePolicy = "run_once"
     misfire_cap: int = 100
     misfire_grace: float = 60.0
+    every: float | None = None  # an interval in seconds instead of a cron expression
 
     def __post_init__(self) -> None:
+        if self.every is not None:
+            self._check_interval()
+        else:
+            self._check_cron()
+        self.zone()
+        self._check_bounds()
+
+    def _check_interval(self) -> None:
+        if self.cron:
+            raise InvalidJobError("give a cron expression or an interval, not both")
+        every = self.every
+        if isinstance(every, bool) or not isinstance(every, (int, float)):
+            raise InvalidJobError(f"interval must be a number of seconds, not {every!r}")
+        if not math.isfinite(every) or every < 1:
+            raise InvalidJobError(f"interval must be at least 1 second, not {every!r}")
+
+    def _check_cron(self) -> None:
         if not isinstance(self.cron, str) or len(self.cron.split()) not in (5, 6):
             raise InvalidJobError(
                 f"cron {self.cron!r} must have 5 fields (minute hour day month weekday) "
@@ -65,7 +85,8 @@ class Schedule:
             croniter(self.cron, datetime(2000, 1, 1), second_at_beginning=True)
         except (CroniterBadCronError, ValueError, KeyError) as exc:
             raise InvalidJobError(f"invalid cron {self.cron!r}: {exc}") from None
-        self.zone()
+
+    def _check_bounds(self) -> None:
         for name in ("start_at", "end_at"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not math.isfinite(value)):
@@ -130,11 +151,27 @@ def _local_wall(epoch: float, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(epoch, zone).replace(tzinfo=None)
 
 
+def _interval_tick(schedule: Schedule, moment: float, *, after: bool) -> float:
+    """The interval tick strictly after ``moment``, or the last one at or before it. Ticks are
+    ``start_at + k * every`` (the Unix epoch when there is no start), so every process agrees."""
+    assert schedule.every is not None
+    anchor = schedule.start_at or 0.0
+    k = math.floor((moment - anchor) / schedule.every)
+    tick = anchor + k * schedule.every
+    if after:
+        while tick <= moment:
+            tick += schedule.every
+    return tick
+
+
 def next_tick(schedule: Schedule, after: float) -> float | None:
     """The first tick strictly after ``after`` within the start/end dates, or ``None``."""
     zone = schedule.zone()
     if schedule.start_at is not None and after < schedule.start_at:
         after = math.nextafter(schedule.start_at, -math.inf)
+    if schedule.every is not None:
+        tick = _interval_tick(schedule, after, after=True)
+        return None if schedule.end_at is not None and tick > schedule.end_at else tick
     # Start a second early on the wall clock: a tick at the very instant `after` names must be
     # seen so that it can be compared (and rejected) rather than jumped over.
     for wall in _walls(schedule, _local_wall(math.floor(after) - 1, zone), forward=True):
@@ -148,6 +185,12 @@ def next_tick(schedule: Schedule, after: float) -> float | None:
 
 def _ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
     """Ticks in ``[due, now]``, latest first, each once."""
+    if schedule.every is not None:
+        tick = _interval_tick(schedule, now, after=False)
+        while tick >= due:
+            yield tick
+            tick -= schedule.every
+        return
     zone = schedule.zone()
     last = math.inf
     for wall in _walls(schedule, _local_wall(math.floor(now) + 1, zone), forward=False):

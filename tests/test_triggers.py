@@ -152,3 +152,26 @@ def test_bad_schedules_are_refused(kwargs: dict[str, object], message: str) -> N
 def test_schedule_round_trips_through_json() -> None:
     schedule = Schedule("0 9 * * 1-5", "Europe/Berlin", misfire_policy="skip")
     assert Schedule.from_json(schedule.to_json()) == schedule
+
+
+def test_interval_schedules_tick_on_a_fixed_grid() -> None:
+    schedule = Schedule(every=90.0, start_at=utc("2026-01-01T00:00Z"))
+    assert next_tick(schedule, utc("2025-12-31T00:00Z")) == utc("2026-01-01T00:00Z")
+    assert next_tick(schedule, utc("2026-01-01T00:00Z")) == utc("2026-01-01T00:01:30Z")
+    assert next_tick(schedule, utc("2026-01-01T00:02:00Z")) == utc("2026-01-01T00:03:00Z")
+    plan = plan_firing(
+        Schedule(every=600.0, misfire_policy="run_all"),
+        utc("2026-01-01T00:00Z"),
+        utc("2026-01-01T00:35Z"),
+    )
+    assert plan.ticks == [utc(f"2026-01-01T00:{m}Z") for m in ("00", "10", "20", "30")]
+    assert plan.next_run_at == utc("2026-01-01T00:40Z")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"every": 0.5}, "at least 1 second"), ({"cron": "* * * * *", "every": 60}, "not both")],
+)
+def test_bad_intervals_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidJobError, match=message):
+        Schedule(**kwargs)  # type: ignore[arg-type]

@@ -26,7 +26,6 @@ from .client import Client
 from .delayed import DelayedJobScheduler
 from .errors import ParallelSchedulerError
 from .recurring import RecurringJobScheduler
-from .service import SchedulerService
 from .settings import RELEASE_MODES, Settings
 
 __all__ = ["main"]
@@ -149,7 +148,9 @@ def _recurring_commands(commands: Any) -> None:
     add = actions.add_parser("add", help="create a recurring job (--update/--upsert to change)")
     add.add_argument("recurring_id", metavar="ID")
     add.add_argument("task")
-    add.add_argument("--cron", required=True, help="5 fields, or 6 with seconds first")
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", default="", help="5 fields, or 6 with seconds first")
+    when.add_argument("--every", type=_finite_seconds, metavar="SECONDS", help="fixed interval")
     add.add_argument("--timezone", default="UTC", help="IANA name, e.g. Europe/Berlin")
     add.add_argument("--args", type=_json_arg(list), default=[], help="JSON list")
     add.add_argument("--kwargs", type=_json_arg(dict), default={}, help="JSON object")
@@ -183,7 +184,7 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
     options = {"queue": ns.queue} if ns.queue else {}
     with _client(ns) as client:
         job = client.recurring.save(
-            ns.recurring_id, ns.task, ns.cron, args=ns.args, kwargs=ns.kwargs,
+            ns.recurring_id, ns.task, ns.cron, every=ns.every, args=ns.args, kwargs=ns.kwargs,
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
             misfire_cap=ns.misfire_cap, enabled=not ns.paused, mode=ns.mode, **options,
         )  # fmt: skip
@@ -201,7 +202,8 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
     table = Table("id", "task", "cron", "time zone", "enabled", "next run", "last run")
     for job in jobs:
         table.add_row(
-            job.id, job.task, job.schedule.cron, job.schedule.timezone, str(job.enabled),
+            job.id, job.task, job.schedule.cron or f"every {job.schedule.every:g} s",
+            job.schedule.timezone, str(job.enabled),
             job.next_run_at.isoformat() if job.next_run_at else "-",
             job.last_run_at.isoformat() if job.last_run_at else "-",
         )  # fmt: skip
@@ -229,18 +231,23 @@ def cmd_recurring_action(ns: argparse.Namespace) -> int:
     return 0
 
 
+_SETTING_OPTIONS = (
+    "storage_url",
+    "prefix",
+    "max_degree_of_parallelism",
+    "batch_size",
+    "poll_interval",
+    "lock_lease",
+    "release_mode",
+)
+
+
+def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    return {n: getattr(ns, n) for n in _SETTING_OPTIONS if getattr(ns, n, None) is not None}
+
+
 def _settings(ns: argparse.Namespace, celery_conf: Any = None) -> Settings:
-    names = (
-        "storage_url",
-        "prefix",
-        "max_degree_of_parallelism",
-        "batch_size",
-        "poll_interval",
-        "lock_lease",
-        "release_mode",
-    )
-    overrides = {n: getattr(ns, n) for n in names if getattr(ns, n, None) is not None}
-    return Settings.load(overrides, celery_conf=celery_conf)
+    return Settings.load(_overrides(ns), celery_conf=celery_conf)
 
 
 def _client(ns: argparse.Namespace) -> Client:
@@ -256,31 +263,23 @@ def cmd_setup(ns: argparse.Namespace) -> int:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from .celery import app_for_broker, load_app
-    from .dispatchers import CeleryDispatcher
+    from .celery import CeleryIntegration, app_for_broker, load_app
 
     app = load_app(ns.app) if ns.app else app_for_broker(ns.broker_url)
-    settings = _settings(ns, celery_conf=app.conf)
-    storage = storage_adapters.from_url(
-        settings.storage_url, prefix=settings.prefix, pool_size=settings.max_degree_of_parallelism
-    )
+    integration = CeleryIntegration(app, _overrides(ns))
+    service = integration.make_service()
     try:
-        storage.setup()
-        service = SchedulerService(storage, CeleryDispatcher(app), settings)
         logging.getLogger("parallel_scheduler").info(
-            "scheduler %s starting with %s", service.owner, settings.describe()
+            "scheduler %s starting with %s", service.owner, integration.settings.describe()
         )
-        try:
-            if ns.once:
-                recurring = service.recurring.run_once().as_dict()
-                delayed = service.delayed.run_once().as_dict()
-                console.print_json(json.dumps({"recurring": recurring, "delayed": delayed}))
-            else:
-                service.run()
-        finally:
-            service.close()
+        if ns.once:
+            recurring = service.recurring.run_once().as_dict()
+            delayed = service.delayed.run_once().as_dict()
+            console.print_json(json.dumps({"recurring": recurring, "delayed": delayed}))
+        else:
+            service.run()
     finally:
-        storage.close()
+        service.close()
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from storage_adapters import (
@@ -108,7 +108,8 @@ class RecurringJob:
             "args": self.args,
             "kwargs": self.kwargs,
             "options": self.options,
-            "cron": self.schedule.cron,
+            "cron": self.schedule.cron or None,
+            "every": self.schedule.every,
             "timezone": self.schedule.timezone,
             "misfire_policy": self.schedule.misfire_policy,
             "enabled": self.enabled,
@@ -135,8 +136,9 @@ class RecurringJobs:
         self,
         recurring_id: str,
         task: str,
-        cron: str,
+        cron: str = "",
         *,
+        every: float | timedelta | None = None,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         timezone: str = "UTC",
@@ -151,13 +153,15 @@ class RecurringJobs:
     ) -> RecurringJob:
         """Create (``mode="create"``), replace (``"update"``) or either (``"upsert"``).
 
+        The schedule is a ``cron`` expression or an interval (``every``, seconds or timedelta).
         Everything is validated before anything is written; the next run is recomputed from
         the new cron and time zone. Updating an id that does not exist is an error.
         """
         validate_recurring_id(recurring_id)
+        seconds = every.total_seconds() if isinstance(every, timedelta) else every
         schedule = Schedule(
             cron, timezone, _epoch(start, "start"), _epoch(end, "end"),
-            misfire_policy, misfire_cap, misfire_grace,
+            misfire_policy, misfire_cap, misfire_grace, seconds,
         )  # fmt: skip
         spec = JobSpec(task, args, kwargs or {}, options, recurring_id)
         payload = spec.encode(0.0, self._max_payload_bytes).payload

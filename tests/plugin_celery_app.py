@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -33,6 +34,15 @@ app.conf.update(
     parallel_scheduler_eta_threshold=float(os.environ.get("PS_ETA_THRESHOLD", "1")),
     parallel_scheduler_poll_interval=0.1,
 )
+if os.environ.get("PS_BEAT_EVERY"):
+    app.conf.beat_schedule = {
+        "tick every second": {
+            "task": "plugin.record",
+            "schedule": timedelta(seconds=float(os.environ["PS_BEAT_EVERY"])),
+            "args": ("beat",),
+            "kwargs": {"n": "beat"},
+        }
+    }
 parallel_scheduler.celery.install(app)
 _records = redis.Redis.from_url(RECORD_URL)
 

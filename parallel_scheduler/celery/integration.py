@@ -26,9 +26,11 @@ import storage_adapters
 from storage_adapters import ClaimedJob
 
 from ..client import Client
+from ..clock import StorageClock
 from ..dispatchers import CeleryDispatcher
 from ..errors import InvalidJobError
 from ..jobs import JobSpec
+from ..recurring_jobs import RecurringJobs
 from ..service import SchedulerService
 from ..settings import Settings
 from .call_options import carried_options, reasons_not_to_defer
@@ -142,6 +144,13 @@ class CeleryIntegration:
         )
         try:
             storage.setup()
+            if self.app.conf.beat_schedule:
+                from .beat import sync_beat_schedule
+
+                clock = StorageClock(storage)
+                sync_beat_schedule(
+                    self.app, RecurringJobs(storage, clock, settings.max_payload_bytes, 30.0)
+                )
         except BaseException:
             storage.close()
             raise

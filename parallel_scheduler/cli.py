@@ -74,6 +74,12 @@ def _settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll-interval", type=float, metavar="SECONDS")
     parser.add_argument("--lock-lease", type=float, metavar="SECONDS")
     parser.add_argument("--release-mode", choices=RELEASE_MODES)
+    parser.add_argument(
+        "--fast-publish",
+        action="store_const",
+        const=True,
+        help="Redis broker: one round trip per chunk instead of send_task per job",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

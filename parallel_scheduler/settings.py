@@ -38,6 +38,10 @@ class Settings:
     batch in one statement and dispatches it in chunks across the pool, which is fastest when
     the dispatcher, not the database, is the bottleneck.
 
+    ``fast_publish`` (Celery, Redis broker): hand each chunk to the broker in one round trip
+    with messages built from Celery's own template, instead of one ``send_task`` per job;
+    Celery's publish signals are not sent for those messages.
+
     ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
     this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.
     """
@@ -51,6 +55,7 @@ class Settings:
     release_mode: ReleaseMode = "per_job"
     max_payload_bytes: int = 512 * 1024
     eta_threshold: float | None = None
+    fast_publish: bool = False
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -60,6 +65,10 @@ class Settings:
         _check_seconds("lock_lease", self.lock_lease, 0.5, 3600)
         if self.eta_threshold is not None:
             _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
+        if not isinstance(self.fast_publish, bool):
+            raise ConfigurationError(
+                f"fast_publish must be true or false, not {self.fast_publish!r}"
+            )
         if self.release_mode not in RELEASE_MODES:
             raise ConfigurationError(
                 f"release_mode must be one of {RELEASE_MODES}, not {self.release_mode!r}"
@@ -111,7 +120,17 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "poll_interval": float,
     "lock_lease": float,
     "eta_threshold": float,
+    "fast_publish": lambda raw: _boolean(raw),
 }
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def _parse(name: str, raw: str, source: str) -> Any:

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from parallel_scheduler import CeleryDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
+from parallel_scheduler.celery.redis_publisher import RedisPublisher
 from storage_adapters import Storage
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
@@ -62,16 +63,22 @@ def executions(worker: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("adapter_kind", "release_mode"),
+    ("adapter_kind", "release_mode", "fast_publish"),
     [
-        ("sqlite", "per_job"),
-        pytest.param("postgresql", "per_job", marks=pytest.mark.postgresql),
-        ("redis", "per_job"),
-        ("redis", "batch"),
+        ("sqlite", "per_job", False),
+        pytest.param("postgresql", "per_job", False, marks=pytest.mark.postgresql),
+        pytest.param("postgresql", "batch", True, marks=pytest.mark.postgresql),
+        ("redis", "per_job", False),
+        ("redis", "batch", False),
+        ("redis", "batch", True),
     ],
 )
 def test_every_job_runs_once_at_or_after_its_due_time(
-    worker: dict[str, Any], make_storage: Any, adapter_kind: str, release_mode: str
+    worker: dict[str, Any],
+    make_storage: Any,
+    adapter_kind: str,
+    release_mode: str,
+    fast_publish: bool,
 ) -> None:
     storage: Storage = make_storage()
     # Given 300 jobs scheduled through the public API, falling due over two seconds
@@ -86,7 +93,8 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     from tests.e2e_celery_app import app
 
     settings = Settings(poll_interval=0.1, release_mode=release_mode, max_degree_of_parallelism=4)
-    scheduler = DelayedJobScheduler(storage, CeleryDispatcher(app), settings)
+    dispatcher = RedisPublisher(app) if fast_publish else CeleryDispatcher(app)
+    scheduler = DelayedJobScheduler(storage, dispatcher, settings)
     thread = threading.Thread(
         target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
     )
@@ -105,3 +113,24 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     assert all(r["at"] >= due[r["id"]] - 0.05 for r in runs)  # same host clock; 50 ms slack
     assert all(r["args"] == [r["kwargs"]["n"]] for r in runs)
     assert {r["queue"] for r in runs} == {worker["queue"]}
+
+
+def test_the_fast_path_keeps_priority_lists_and_headers(worker: dict[str, Any]) -> None:
+    # Given jobs with priorities and a custom header, handed over by the fast path
+    from storage_adapters import ClaimedJob
+    from tests.e2e_celery_app import app
+
+    specs = [
+        JobSpec("e2e.record", [p], {"n": p}, {"queue": worker["queue"], "priority": p,
+                                               "headers": {"x_tenant": "acme"}}, f"fast-{p}")
+        for p in (0, 3, 9)
+    ]  # fmt: skip
+    claims = [
+        ClaimedJob(j.id, j.task, j.payload, 0.0, 1, 1) for j in (s.encode(0.0) for s in specs)
+    ]
+    RedisPublisher(app).dispatch_many(claims)
+    # Then the real worker runs each once, with its priority as Celery would have routed it
+    wait_until(lambda: len(executions(worker)) >= 3, timeout=30)
+    runs = {r["id"]: r for r in executions(worker)}
+    assert sorted(runs) == ["fast-0", "fast-3", "fast-9"]
+    assert all(runs[f"fast-{p}"]["priority"] == p for p in (0, 3, 9))

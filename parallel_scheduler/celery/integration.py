@@ -27,7 +27,7 @@ from storage_adapters import ClaimedJob
 
 from ..client import Client
 from ..clock import StorageClock
-from ..dispatchers import CeleryDispatcher
+from ..dispatchers import CeleryDispatcher, Dispatcher
 from ..errors import InvalidJobError
 from ..jobs import JobSpec
 from ..recurring_jobs import RecurringJobs
@@ -134,6 +134,14 @@ class CeleryIntegration:
 
     # -- the scheduler ------------------------------------------------------------------------
 
+    def dispatcher(self) -> Dispatcher:
+        """``send_task`` per job, or the one-round-trip Redis fast path (``fast_publish``)."""
+        if self.settings.fast_publish:
+            from .redis_publisher import RedisPublisher
+
+            return RedisPublisher(self.app)
+        return CeleryDispatcher(self.app)
+
     def make_service(self, owner: str | None = None) -> SchedulerService:
         """Both schedulers, sending through this app; fails at once on a bad storage URL."""
         settings = self.settings
@@ -156,7 +164,7 @@ class CeleryIntegration:
             raise
         return SchedulerService(
             storage,
-            CeleryDispatcher(self.app),
+            self.dispatcher(),
             settings,
             owner=owner,
             listeners=(_announce_release,),

@@ -97,7 +97,7 @@ class RedisPublisher:
     def _build(self, job: ClaimedJob) -> tuple[str, str] | None:
         """The list key and the message for one job, or ``None`` for the slow path."""
         args, kwargs, stored = decode_payload(job.payload)
-        template = self._template(job.task, stored)
+        template = self._template(job.task, stored, job.payload)
         if template is None:
             return None
         headers = {
@@ -124,13 +124,14 @@ class RedisPublisher:
         }
         return template.key, json.dumps(envelope)
 
-    def _template(self, task: str, stored: dict[str, Any]) -> _Template | None:
+    def _template(self, task: str, stored: dict[str, Any], payload: str) -> _Template | None:
         """Everything but the per-job fields, from Celery's own message builder, once per task
         and option set: a message stays exactly what this Celery version would send."""
-        cache_key = (
-            task,
-            json.dumps({k: v for k, v in stored.items() if k != "expires"}, sort_keys=True),
-        )
+        options_text = payload[payload.rfind('"options":') :]  # as stored: a free cache key
+        if "expires" in stored:  # per-job values: key on the rest
+            rest = {k: v for k, v in stored.items() if k != "expires"}
+            options_text = json.dumps(rest, sort_keys=True)
+        cache_key = (task, options_text)
         if cache_key in self._templates:
             return self._templates[cache_key]
         options = celery_options({k: v for k, v in stored.items() if k != "expires"})

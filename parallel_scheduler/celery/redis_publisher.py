@@ -37,12 +37,23 @@ __all__ = ["RedisPublisher"]
 _REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
 
 
+_PER_JOB_HEADERS = ("id", "root_id", "argsrepr", "kwargsrepr")
+_PER_JOB_PROPERTIES = ("correlation_id", "delivery_tag")
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 @dataclass(frozen=True)
 class _Template:
+    """A message's constant parts as JSON text, inner members only (no braces), ready to splice."""
+
     key: str
-    headers: dict[str, Any]
-    properties: dict[str, Any]
-    embed: dict[str, Any]
+    headers_json: str
+    properties_json: str
+    embed_json: str
+
+
+def _members(mapping: dict[str, Any], leave_out: tuple[str, ...]) -> str:
+    return _dumps({k: v for k, v in mapping.items() if k not in leave_out})[1:-1]
 
 
 def _short_repr(value: Any) -> str:
@@ -95,34 +106,31 @@ class RedisPublisher:
             raise BatchDispatchError(0, exc) from exc
 
     def _build(self, job: ClaimedJob) -> tuple[str, str] | None:
-        """The list key and the message for one job, or ``None`` for the slow path."""
+        """The list key and the message for one job, or ``None`` for the slow path.
+
+        The message is spliced from JSON text: the template's parts were serialised once, and
+        only the per-job fields (id, argument reprs, body, delivery tag) are encoded here.
+        """
         args, kwargs, stored = decode_payload(job.payload)
         template = self._template(job.task, stored, job.payload)
         if template is None:
             return None
-        headers = {
-            **template.headers,
-            "id": job.id,
-            "root_id": job.id,
-            "argsrepr": _short_repr(args),
-            "kwargsrepr": _short_repr(kwargs),
-        }
+        job_id = _dumps(job.id)
         expires = stored.get("expires")
+        expiry = ""
         if expires is not None:
-            headers["expires"] = datetime.fromtimestamp(expires, timezone.utc).isoformat()
-        body = json.dumps([args, kwargs, template.embed]).encode()
-        envelope = {
-            "body": base64.b64encode(body).decode(),
-            "content-encoding": "utf-8",
-            "content-type": "application/json",
-            "headers": headers,
-            "properties": {
-                **template.properties,
-                "correlation_id": job.id,
-                "delivery_tag": str(uuid.uuid4()),
-            },
-        }
-        return template.key, json.dumps(envelope)
+            moment = datetime.fromtimestamp(expires, timezone.utc).isoformat()
+            expiry = f'"expires":{_dumps(moment)},'
+        body = f"[{_dumps(args)},{_dumps(kwargs)},{template.embed_json}]".encode()
+        return template.key, (
+            f'{{"body":"{base64.b64encode(body).decode()}",'
+            '"content-encoding":"utf-8","content-type":"application/json",'
+            f'"headers":{{"id":{job_id},"root_id":{job_id},{expiry}'
+            f'"argsrepr":{_dumps(_short_repr(args))},"kwargsrepr":{_dumps(_short_repr(kwargs))},'
+            f"{template.headers_json}}},"
+            f'"properties":{{"correlation_id":{job_id},"delivery_tag":"{uuid.uuid4()}",'
+            f"{template.properties_json}}}}}"
+        )
 
     def _template(self, task: str, stored: dict[str, Any], payload: str) -> _Template | None:
         """Everything but the per-job fields, from Celery's own message builder, once per task
@@ -148,17 +156,20 @@ class RedisPublisher:
                 origin=self._origin,
             )  # fmt: skip
             priority = route.get("priority", options.get("priority")) or 0
+            headers = {**sample.headers, **(options.get("headers") or {})}
+            properties = {
+                **sample.properties,
+                "delivery_mode": route.get("delivery_mode") or 2,
+                "delivery_info": {"exchange": "", "routing_key": queue.name},
+                "priority": priority,
+                "body_encoding": "base64",
+            }
+            per_job_headers = _PER_JOB_HEADERS + (("expires",) if "expires" in stored else ())
             template = _Template(
                 key=self._list_key(queue.name, priority),
-                headers={**sample.headers, **(options.get("headers") or {})},
-                properties={
-                    **sample.properties,
-                    "delivery_mode": route.get("delivery_mode") or 2,
-                    "delivery_info": {"exchange": "", "routing_key": queue.name},
-                    "priority": priority,
-                    "body_encoding": "base64",
-                },
-                embed=sample.body[2],
+                headers_json=_members(headers, per_job_headers),
+                properties_json=_members(properties, _PER_JOB_PROPERTIES),
+                embed_json=_dumps(sample.body[2]),
             )
         self._templates[cache_key] = template
         return template

@@ -13,6 +13,14 @@ local function fmt(x)
   return string.format('%.17g', x)
 end
 
+-- One command over a long argument list, in slices: unpack() is bounded by Lua's C stack, and a
+-- command per slice of 1000 is still far fewer calls than one per job.
+local function call_in_slices(command, key, args)
+  for first = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, first, math.min(first + 999, #args)))
+  end
+end
+
 -- The fence: a lease acts only while it is still the lock's current, unexpired holder.
 local function lock_is_current(lock_key, owner, token, at)
   local h = redis.call('HMGET', lock_key, 'owner', 'token', 'expires_at')

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import storage_adapters
@@ -17,7 +17,7 @@ from storage_adapters import JobState, Storage
 
 from .clock import StorageClock
 from .errors import InvalidJobError
-from .jobs import Job, JobSpec, due_time
+from .jobs import Job, JobSpec, due_time, utc_datetime
 from .recurring_jobs import RecurringJobs
 from .retrying import call_storage
 from .settings import Settings
@@ -90,7 +90,7 @@ class Client:
             raise InvalidJobError("the same job id appears twice in one call")
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
         return [
-            ScheduleResult(job.id, was_created, _aware(job.due_at))
+            ScheduleResult(job.id, was_created, utc_datetime(job.due_at))
             for job, was_created in zip(new_jobs, created, strict=True)
         ]
 
@@ -141,7 +141,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _aware(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)

@@ -20,7 +20,15 @@ from storage_adapters.base import MAX_TASK_NAME_LENGTH, InvalidIdentifierError
 
 from .errors import InvalidJobError
 
-__all__ = ["ROUTING_OPTIONS", "Job", "JobSpec", "decode_payload", "due_time", "new_job_id"]
+__all__ = [
+    "ROUTING_OPTIONS",
+    "Job",
+    "JobSpec",
+    "decode_payload",
+    "due_time",
+    "new_job_id",
+    "utc_datetime",
+]
 
 #: Options carried to the worker system unchanged (Celery's names for them).
 ROUTING_OPTIONS = frozenset(
@@ -166,7 +174,8 @@ def decode_payload(payload: str) -> tuple[list[Any], dict[str, Any], dict[str, A
     return list(body.get("args", [])), dict(body.get("kwargs", {})), dict(body.get("options", {}))
 
 
-def _aware(epoch: float) -> datetime:
+def utc_datetime(epoch: float) -> datetime:
+    """Epoch seconds (the storage clock's unit) as the aware UTC datetime callers see."""
     return datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
@@ -195,11 +204,11 @@ class Job:
             args=args,
             kwargs=kwargs,
             options=options,
-            due_at=_aware(record.due_at),
+            due_at=utc_datetime(record.due_at),
             state=record.state,
             attempts=record.attempts,
-            created_at=_aware(record.created_at),
-            updated_at=_aware(record.updated_at),
+            created_at=utc_datetime(record.created_at),
+            updated_at=utc_datetime(record.updated_at),
             last_error=record.last_error,
         )
 

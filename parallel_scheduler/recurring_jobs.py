@@ -27,7 +27,7 @@ from storage_adapters import (
 
 from .clock import StorageClock
 from .errors import InvalidJobError
-from .jobs import JobSpec, decode_payload
+from .jobs import JobSpec, decode_payload, utc_datetime
 from .retrying import call_storage
 from .triggers import MisfirePolicy, Schedule, next_tick
 
@@ -63,7 +63,7 @@ def validate_recurring_id(recurring_id: str) -> str:
 
 
 def _aware(epoch: float | None) -> datetime | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return None if epoch is None else utc_datetime(epoch)
 
 
 def add_history(history: str, entries: Sequence[tuple[float, str]]) -> str:

@@ -118,13 +118,17 @@ def main() -> None:
         rates = [one_run(args, path, args.seed + r) for r in range(args.repetitions)]
         results["paths"][path] = {"jobs_per_s": rates, "median": statistics.median(rates)}
     base = results["paths"].get("per_job + send_task", {}).get("median")
-    print(f"| path ({args.jobs:,} jobs, storage {args.storage_url.split(':')[0]}) | median jobs/s "
-          "| min | max | vs per_job + send_task |")
+    print(
+        f"| path ({args.jobs:,} jobs, storage {args.storage_url.split(':')[0]}) | median jobs/s "
+        "| min | max | vs per_job + send_task |"
+    )
     print("|---|---|---|---|---|")
     for path, row in results["paths"].items():
         ratio = f"{row['median'] / base:.1f}x" if base else "-"
-        print(f"| {path} | {row['median']:,.0f} | {min(row['jobs_per_s']):,.0f} | "
-              f"{max(row['jobs_per_s']):,.0f} | {ratio} |")
+        print(
+            f"| {path} | {row['median']:,.0f} | {min(row['jobs_per_s']):,.0f} | "
+            f"{max(row['jobs_per_s']):,.0f} | {ratio} |"
+        )
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2))
 

@@ -55,7 +55,13 @@ def worker(tmp_path: Path) -> Iterator[dict[str, Any]]:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
-        records.delete(key, key + ":ready", queue, f"_kombu.binding.{queue}")
+        records.delete(
+            key,
+            key + ":ready",
+            queue,
+            f"_kombu.binding.{queue}",
+            f"_kombu.binding_permanent.{queue}",
+        )
 
 
 def executions(worker: dict[str, Any]) -> list[dict[str, Any]]:

@@ -107,7 +107,9 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 process.kill()
         self.records.delete(self.key, self.key + ":ready", self.queue)
-        self.records.delete(*[f"_kombu.binding.{q}" for q in (self.queue, "celery")][:1])
+        self.records.delete(
+            f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}"
+        )
         self.storage.drop()
         self.storage.close()
 
@@ -293,3 +295,30 @@ def test_the_celery_command_runs_a_pass(redis_cluster: Cluster) -> None:
     assert json.loads(output.stdout.strip().splitlines()[-1])["delayed"]["released"] == 1
     job = redis_cluster.storage.get_job(result.id)
     assert job is not None and job.state is JobState.ENQUEUED
+
+
+def test_routes_are_resolved_at_call_time(redis_cluster: Cluster) -> None:
+    # Given an app that routes a task to its own queue
+    app = redis_cluster.producer()
+    app.conf.task_routes = {"plugin.routed": {"queue": "reports"}}
+    # When a far call is stored, the queue is fixed then: any app releasing it sends it there
+    stored = app.send_task("plugin.routed", countdown=600)
+    default = app.send_task("plugin.record", countdown=600)
+    options = {
+        r.id: json.loads(redis_cluster.storage.get_job(r.id).payload)["options"]  # type: ignore[union-attr]
+        for r in (stored, default)
+    }
+    assert options[stored.id]["queue"] == "reports"
+    assert options[default.id]["queue"] == redis_cluster.queue
+
+
+def test_schedule_checks_arguments_like_apply_async(redis_cluster: Cluster) -> None:
+    app = redis_cluster.producer()
+
+    @app.task(name="plugin.two_args", shared=False)  # type: ignore[untyped-decorator]
+    def two_args(a: int, b: int) -> None:
+        raise AssertionError("never runs here")
+
+    with pytest.raises(TypeError):
+        two_args.schedule((1,), countdown=60)
+    assert sum(redis_cluster.storage.count_by_state().values()) == 0

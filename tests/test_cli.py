@@ -109,7 +109,7 @@ def test_run_releases_into_the_broker_and_stops_on_sigterm(tmp_path: Path) -> No
     finally:
         if process.poll() is None:
             process.kill()
-        broker.delete(queue, f"_kombu.binding.{queue}")
+        broker.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
         storage.close()
 
 

@@ -19,9 +19,12 @@ __all__ = ["parallel_scheduler"]
 def parallel_scheduler(ctx: click.Context, once: bool) -> None:
     """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
     import json
+    import logging
 
     from .integration import get_integration
 
+    if not logging.getLogger().handlers:  # Celery sets up logging for workers, not for commands
+        logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s] %(message)s")
     app: Any = ctx.obj.app
     service = get_integration(app).make_service()
     try:

@@ -40,6 +40,8 @@ __all__ = ["CeleryIntegration", "get_integration", "install"]
 
 logger = logging.getLogger("parallel_scheduler.celery")
 _ATTRIBUTE = "parallel_scheduler"
+#: A caller of apply_async waits at most this long for unreachable storage, then gets the error.
+CALLER_RETRY_SECONDS = 5.0
 
 
 class CeleryIntegration:
@@ -60,8 +62,12 @@ class CeleryIntegration:
         be shared across a fork."""
         with self._guard:
             if self._client is None or self._client_pid != os.getpid():
-                client = Client(settings=self.settings)
-                client.setup()
+                client = Client(settings=self.settings, retry_for=CALLER_RETRY_SECONDS)
+                try:
+                    client.setup()
+                except BaseException:
+                    client.close()
+                    raise
                 self._client, self._client_pid = client, os.getpid()
             return self._client
 
@@ -104,6 +110,8 @@ class CeleryIntegration:
         if isinstance(eta, datetime):
             eta = maybe_make_aware(eta, self.app.timezone)
         carried = carried_options(options, self.app.now())
+        if "queue" not in carried:  # route now, by this app's task_routes and default queue,
+            carried["queue"] = self._queue_for(name, args, kwargs)  # whoever releases it later
         spec = JobSpec(name, args or (), kwargs or {}, carried, task_id, eta, countdown)
         result = self.client.schedule_many([spec])[0]
         if not result.created:
@@ -113,6 +121,11 @@ class CeleryIntegration:
         )
         result_cls = options.get("result_cls") or self.app.AsyncResult
         return result_cls(result.job_id)
+
+    def _queue_for(self, name: str, args: Any, kwargs: Any) -> str:
+        route = self.app.amqp.router.route({}, name, args or (), kwargs or {})
+        queue = route.get("queue")
+        return str(getattr(queue, "name", queue) or self.app.conf.task_default_queue)
 
     def _warn_if_unknown(self, name: str) -> None:
         """Warn when the app knows its tasks (it registered some of its own) but not this one;
@@ -211,6 +224,8 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
 
 def _task_schedule(task: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
     """``task.schedule(args, kwargs, countdown=…/eta=…, **options)``: always stored durably."""
+    if task.typing:  # the same argument check apply_async makes, at call time
+        task.__header__(*(args or ()), **(kwargs or {}))
     merged = {k: v for k, v in task._get_exec_options().items() if v is not None}
     merged.update(options)
     return get_integration(task._get_app()).schedule(task.name, args, kwargs, **merged)

@@ -2,7 +2,8 @@
 
 Server-backed tests skip when their server is unreachable on a developer's machine, and fail
 under ``CI=true``, where a skipped storage test would hide a broken adapter. The addresses come
-from ``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL`` and ``PARALLEL_SCHEDULER_TEST_REDIS_URL``.
+from ``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL``, ``PARALLEL_SCHEDULER_TEST_REDIS_URL`` and, for the
+RabbitMQ broker, ``PARALLEL_SCHEDULER_TEST_RABBITMQ_URL``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ POSTGRESQL_URL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RABBITMQ_URL = os.environ.get(
+    "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
+)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 _reachable: dict[str, str | None] = {}
@@ -28,6 +32,8 @@ _reachable: dict[str, str | None] = {}
 
 def _problem_with(kind: str) -> str | None:
     """Why ``kind``'s server cannot be used, or ``None``; probed once per session."""
+    if kind not in ("postgresql", "redis", "rabbitmq"):
+        raise ValueError(f"unknown server kind {kind!r}")
     if kind not in _reachable:
         try:
             if kind == "postgresql":
@@ -39,6 +45,11 @@ def _problem_with(kind: str) -> str | None:
                 import redis
 
                 redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+            elif kind == "rabbitmq":
+                from kombu import Connection
+
+                with Connection(RABBITMQ_URL, connect_timeout=3) as connection:
+                    connection.ensure_connection(max_retries=1)
             _reachable[kind] = None
         except Exception as exc:
             _reachable[kind] = f"{kind} server unreachable ({type(exc).__name__}: {exc})"

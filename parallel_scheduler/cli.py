@@ -145,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--release-mode", choices=RELEASE_MODES, default="batch")
     demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
     demo.set_defaults(handler=cmd_demo)
+
+    profile = commands.add_parser(
+        "profile", help="sweep batch size x parallelism, verified; table, JSON and PNG"
+    )
+    from .profiling import add_arguments as add_profile_arguments
+
+    add_profile_arguments(profile)
+    profile.set_defaults(handler=cmd_profile)
     return parser
 
 
@@ -391,6 +399,12 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         release_mode=ns.release_mode,
         workdir=ns.workdir,
     )
+
+
+def cmd_profile(ns: argparse.Namespace) -> int:
+    from .profiling import run_from_namespace
+
+    return run_from_namespace(ns)
 
 
 def _iso(epoch: float) -> str:

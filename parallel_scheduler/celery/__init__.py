@@ -10,11 +10,13 @@ app.parallel_scheduler.cancel(result.id)
 from __future__ import annotations
 
 from .app_loading import app_for_broker, load_app
+from .idempotent import IdempotentTask
 from .integration import CeleryIntegration, get_integration, install
 from .signals import job_released, job_scheduled
 
 __all__ = [
     "CeleryIntegration",
+    "IdempotentTask",
     "app_for_broker",
     "get_integration",
     "install",

@@ -1,0 +1,177 @@
+"""The lock holder dies (SIGKILL) or stalls (SIGSTOP) in the middle of a batch, with a second
+scheduler process waiting: the second takes over, no job is lost, and only the jobs in flight at
+the fault may be dispatched twice (none when the stalled one resumes during the take-over: the
+fences leave it nothing to act on)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from storage_adapters import JobState, LockLease, Storage
+from tests.conftest import unique_prefix
+from tests.faults.harness import SchedulerProcess, Tally, add_jobs, enqueued, read_dispatches
+from tests.faults.servers import Server
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
+
+LOCK = "delayed-scheduler"
+# 4,000 jobs at ~1 ms per hand-off keep a pass busy for a few seconds: long enough to land a
+# fault in the middle of it, short enough for the suite's time budget.
+JOBS = 4_000
+LEASE = 2.0
+POLL = 0.1
+PARALLELISM = 4
+BATCH = 500
+# Scheduling noise on a loaded two-core machine, on top of the lease + poll bound.
+SLACK = 1.5
+# Strike after this many dispatches: mid-batch, since on a batch boundary nothing is in flight.
+STRIKE_AFTER = 2 * BATCH + BATCH // 2
+
+
+def holder(storage: Storage, processes: list[SchedulerProcess]) -> SchedulerProcess | None:
+    lease = storage.lock_holder(LOCK)
+    if lease is None:
+        return None
+    return next((p for p in processes if p.owns(lease.owner)), None)
+
+
+@pytest.mark.parametrize(("kind", "release_mode"), [("postgresql", "per_job"), ("redis", "batch")])
+def test_sigkill_of_the_lock_holder_mid_batch(
+    kind: str,
+    release_mode: str,
+    server_for: Callable[[str], Server],
+    open_storage: Callable[[str, str], Storage],
+    spawn: Callable[..., SchedulerProcess],
+) -> None:
+    server = server_for(kind)
+    prefix = unique_prefix()
+    storage = open_storage(server.url, prefix)
+    ids = [f"kill-{i}" for i in range(JOBS)]
+    add_jobs(storage, ids, storage.now() - 1)
+    settings = {
+        "release_mode": release_mode, "batch_size": BATCH, "parallelism": PARALLELISM,
+        "poll_interval": POLL, "lock_lease": LEASE, "dispatch_delay": 0.001,
+    }  # fmt: skip
+    # Given two scheduler processes over the same due jobs
+    first = spawn("first", server.url, [prefix], **settings)
+    second = spawn("second", server.url, [prefix], **settings)
+    first.wait_ready()
+    second.wait_ready()
+    processes = [first, second]
+    records = [first.record, second.record]
+    # When the lock holder is SIGKILLed in the middle of a batch
+    wait_until(lambda: len(read_dispatches(records)) >= STRIKE_AFTER, timeout=60)
+    victim = wait_until(lambda: holder(storage, processes), timeout=10)
+    survivor = second if victim is first else first
+    victim.send(signal.SIGKILL)
+    killed_at = time.monotonic()
+    victim.wait(timeout=10)
+    in_flight = storage.count_by_state()[JobState.CLAIMED]  # the victim's, until recovered
+    # Then the other process takes the lock over within a lease and a poll interval
+    wait_until(lambda: holder(storage, processes) is survivor, timeout=LEASE + POLL + 30)
+    takeover = time.monotonic() - killed_at
+    assert takeover <= LEASE + POLL + SLACK, f"take-over took {takeover:.2f} s"
+    # And every job is released; only jobs in flight at the kill may be dispatched twice
+    wait_until(lambda: enqueued(storage) == JOBS, timeout=120)
+    dispatches = read_dispatches(records)
+    tally = Tally.count(
+        f"SIGKILL of the lock holder ({kind}, {release_mode})", ids,
+        [d.job_id for d in dispatches], storage,
+        takeover_s=round(takeover, 2), in_flight_at_kill=in_flight,
+    )  # fmt: skip
+    tally.report()
+    assert tally.lost == 0
+    # The bound: per_job has one job in flight per thread; batch mode a whole claimed batch.
+    bound = PARALLELISM if release_mode == "per_job" else BATCH
+    assert in_flight <= bound
+    assert tally.duplicated <= in_flight
+    assert storage.count_by_state()[JobState.SCHEDULED] == 0
+
+
+@pytest.mark.parametrize("resume", ["during-takeover", "after-recovery"])
+def test_sigstop_past_the_lease_then_sigcont(
+    resume: str,
+    postgres: Server,
+    open_storage: Callable[[str, str], Storage],
+    spawn: Callable[..., SchedulerProcess],
+) -> None:
+    """``during-takeover``: resumed while the new holder's first pass runs; the fences leave
+    the stale process nothing to do but finish the sends it had under way: nothing doubles.
+    ``after-recovery``: resumed only after the new holder took back and sent its claims; the
+    jobs it had in flight may then go out twice, exactly as after a crash, and no more."""
+    prefix = unique_prefix()
+    storage = open_storage(postgres.url, prefix)
+    ids = [f"stop-{i}" for i in range(JOBS)]
+    add_jobs(storage, ids, storage.now() - 1)
+    lease = 3.0
+    settings = {
+        "release_mode": "per_job", "batch_size": BATCH, "parallelism": PARALLELISM,
+        "poll_interval": 0.05, "lock_lease": lease, "dispatch_delay": 0.001,
+    }  # fmt: skip
+    first = spawn("first", postgres.url, [prefix], **settings)
+    second = spawn("second", postgres.url, [prefix], **settings)
+    first.wait_ready()
+    second.wait_ready()
+    processes = [first, second]
+    records = [first.record, second.record]
+    wait_until(lambda: len(read_dispatches(records)) >= STRIKE_AFTER, timeout=60)
+    stale = wait_until(lambda: holder(storage, processes), timeout=10)
+    other = second if stale is first else first
+    stale_lease = storage.lock_holder(LOCK)
+    assert stale_lease is not None
+
+    # The stall lands between two lease renewals (they come every lease/3). Right after a
+    # renewal, the jobs in flight would have been claimed before it, and the new holder's first
+    # recovery could take them back while the stalled process still means to send them: that
+    # is the after-recovery case, which this placement keeps out of the during-takeover case.
+    def renewal() -> LockLease | None:
+        lease_now = storage.lock_holder(LOCK)
+        return lease_now if lease_now and lease_now.expires_at > stale_lease.expires_at else None
+
+    renewed = wait_until(renewal, timeout=lease)
+    wait_until(lambda: storage.now() >= renewed.expires_at - lease + lease / 6, timeout=lease)
+    # When the holder is frozen past its lease, and resumed while the other holds the lock
+    last = storage.lock_holder(LOCK)
+    stale.send(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    in_flight = storage.count_by_state()[JobState.CLAIMED]  # the frozen process's claims
+    assert last is not None and stale.owns(last.owner)
+    wait_until(lambda: holder(storage, processes) is other, timeout=lease + 30)
+    taken = storage.lock_holder(LOCK)
+    assert taken is not None and taken.token > last.token
+    assert storage.now() > last.expires_at  # frozen past the end of its lease
+    if resume == "after-recovery":
+        wait_until(lambda: enqueued(storage) == JOBS, timeout=120)
+    stale.send(signal.SIGCONT)
+    resumed_at = time.time()
+    stalled_for = time.monotonic() - stopped_at
+    # Then the resumed process steps aside: its pass ends without claiming anything more
+    wait_until(lambda: "pass released" in stale.log(), timeout=30)
+    current = storage.lock_holder(LOCK)
+    if "pass released" not in other.log():  # the new holder's pass still runs: its lock holds
+        assert current is not None and current.token == taken.token
+    wait_until(lambda: enqueued(storage) == JOBS, timeout=120)
+    dispatches = read_dispatches(records)
+    late = [d for d in dispatches if d.by == stale.name and d.at > resumed_at]
+    counts = Counter(d.job_id for d in dispatches)
+    tally = Tally.count(
+        f"SIGSTOP of the lock holder past its lease, SIGCONT {resume}", ids, counts.elements(),
+        storage, stalled_s=round(stalled_for, 2), in_flight_at_stop=in_flight,
+        sent_by_stale_after_resume=len(late),
+    )  # fmt: skip
+    tally.report()
+    assert tally.lost == 0
+    # Only sends that were already under way when it froze may complete after the resume.
+    assert in_flight <= PARALLELISM
+    assert len(late) <= in_flight
+    if resume == "during-takeover":
+        assert all(n == 1 for n in counts.values()), [i for i, n in counts.items() if n > 1]
+        assert tally.duplicated == 0
+    else:
+        assert tally.duplicated <= in_flight

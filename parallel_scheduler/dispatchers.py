@@ -12,10 +12,28 @@ from typing import Any, Protocol, runtime_checkable
 
 from storage_adapters import ClaimedJob
 
-from .errors import DispatchError
+from .errors import DispatchError, LeaseLost
 from .jobs import decode_payload
 
-__all__ = ["BatchDispatchError", "CallableDispatcher", "CeleryDispatcher", "Dispatcher"]
+__all__ = [
+    "BatchDispatchError",
+    "CallableDispatcher",
+    "CeleryDispatcher",
+    "Dispatcher",
+    "KeepGoing",
+    "always",
+]
+
+#: Asked before each job of a batch is sent; ``False`` stops the batch (see ``LeaseLost``).
+KeepGoing = Callable[[], bool]
+
+
+def always() -> bool:
+    return True
+
+
+def lease_lost() -> LeaseLost:
+    return LeaseLost("the lock lease ran out before the rest of the batch was sent")
 
 
 class BatchDispatchError(DispatchError):
@@ -32,13 +50,21 @@ class Dispatcher(Protocol):
     def dispatch(self, job: ClaimedJob) -> None:
         """Hand one job to the worker system, or raise."""
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
-        """Hand jobs over in order; on failure raise ``BatchDispatchError`` saying how many went."""
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
+        """Hand jobs over in order; on failure raise ``BatchDispatchError`` saying how many went.
+
+        ``keep_going()`` is asked before each send (once, before an all-or-nothing send of the
+        whole batch); when it says no, stop with ``BatchDispatchError(sent, LeaseLost(...))``.
+        """
 
 
-def dispatch_each(dispatcher: Dispatcher, jobs: Sequence[ClaimedJob]) -> None:
+def dispatch_each(
+    dispatcher: Dispatcher, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always
+) -> None:
     """``dispatch_many`` for dispatchers that have no cheaper way than one job at a time."""
     for sent, job in enumerate(jobs):
+        if not keep_going():
+            raise BatchDispatchError(sent, lease_lost())
         try:
             dispatcher.dispatch(job)
         except Exception as exc:
@@ -55,8 +81,8 @@ class CallableDispatcher:
         args, kwargs, options = decode_payload(job.payload)
         self._fn(job.task, args, kwargs, options, job.id)
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
-        dispatch_each(self, jobs)
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
+        dispatch_each(self, jobs, keep_going)
 
 
 def celery_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -92,12 +118,14 @@ class CeleryDispatcher:
     def dispatch(self, job: ClaimedJob) -> None:
         self._send(job)
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         """One producer (one broker connection) for the whole chunk instead of one per job."""
         sent = 0
         try:
             with self.app.producer_or_acquire() as producer:
                 for job in jobs:
+                    if not keep_going():
+                        raise lease_lost()
                     self._send(job, producer)
                     sent += 1
         except Exception as exc:

@@ -8,6 +8,7 @@ __all__ = [
     "ConfigurationError",
     "DispatchError",
     "InvalidJobError",
+    "LeaseLost",
     "ParallelSchedulerError",
     "StorageError",
     "StorageUnavailableError",
@@ -28,3 +29,8 @@ class InvalidJobError(ParallelSchedulerError, ValueError):
 
 class DispatchError(ParallelSchedulerError):
     """The worker system did not take a job; the job stays scheduled and is tried again."""
+
+
+class LeaseLost(DispatchError):
+    """The scheduler's lock lease ran out part-way through a batch: the rest is not sent, so a
+    holder that stalled cannot keep sending jobs another scheduler may already have taken."""

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from storage_adapters import ClaimedJob, Storage
 
 from .clock import StorageClock
-from .dispatchers import BatchDispatchError, Dispatcher
+from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
+from .errors import LeaseLost
 from .lock_lease import HeldLock
 from .retrying import call_dispatcher, call_storage
 from .stats import Outcome
@@ -87,7 +88,7 @@ class Releaser:
             call_storage(lambda: self._storage.unclaim(live, "scheduler stopped before sending"))
             outcomes[Outcome.STOPPED] += len(live)
             return outcomes
-        sent, error = self._send(live)
+        sent, error = self._send(live, lock)
         if sent:
             acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
@@ -95,15 +96,26 @@ class Releaser:
             outcomes[Outcome.FENCED] += len(sent) - len(acked)
             self._notify(sent)
         unsent = live[len(sent) :]
-        if unsent:
+        if unsent and error is None:  # the lease ran out part-way: step aside, nothing failed
+            reason = "the lock lease ran out before sending"
+            call_storage(lambda: self._storage.unclaim(unsent, reason))
+            outcomes[Outcome.STOPPED] += len(unsent)
+        elif unsent:
             self._halted.set()
             message = f"dispatch failed: {error}"
             call_storage(lambda: self._storage.unclaim(unsent, message))
             outcomes[Outcome.FAILED] += len(unsent)
         return outcomes
 
-    def _send(self, claims: list[ClaimedJob]) -> tuple[list[ClaimedJob], str | None]:
-        """Send ``claims`` with a few quick retries of the unsent tail; returns what went."""
+    def _send(
+        self, claims: list[ClaimedJob], lock: HeldLock
+    ) -> tuple[list[ClaimedJob], str | None]:
+        """Send ``claims`` with a few quick retries of the unsent tail; returns what went and
+        the error (``None`` also when the lease ran out, which is no failure of the broker).
+
+        The lock's local lease check runs before every send, so a holder frozen mid-batch does
+        not send the rest of it after another scheduler may have taken those jobs over.
+        """
         sent: list[ClaimedJob] = []
         remaining = claims
 
@@ -111,18 +123,25 @@ class Releaser:
             nonlocal remaining
             try:
                 if len(remaining) == 1:
+                    if not lock.valid():
+                        raise lease_lost()
                     self._dispatcher.dispatch(remaining[0])
                 else:
-                    self._dispatcher.dispatch_many(remaining)
+                    self._dispatcher.dispatch_many(remaining, lock.valid)
             except BatchDispatchError as exc:
                 sent.extend(remaining[: exc.sent])
                 remaining = remaining[exc.sent :]
+                if isinstance(exc.cause, LeaseLost):
+                    raise exc.cause from exc
                 raise
             sent.extend(remaining)
             remaining = []
 
         try:
             call_dispatcher(attempt)
+        except LeaseLost:
+            logger.warning("lock lease ran out; %d claimed job(s) left unsent", len(remaining))
+            return sent, None
         except Exception as exc:
             logger.error("handing %d job(s) to the worker system failed: %s", len(remaining), exc)
             return sent, f"{type(exc).__name__}: {exc}"

@@ -15,12 +15,15 @@ from tenacity import (
     Retrying,
     before_sleep_log,
     retry_if_exception_type,
+    retry_if_not_exception_type,
     stop_after_attempt,
     stop_after_delay,
     wait_random_exponential,
 )
 
 from storage_adapters import StorageUnavailableError
+
+from .errors import LeaseLost
 
 __all__ = ["call_dispatcher", "call_storage"]
 
@@ -43,6 +46,7 @@ def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
 def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:
     """``fn()``, retried a few times quickly; the last error is raised for the caller to handle."""
     retrying = Retrying(
+        retry=retry_if_not_exception_type(LeaseLost),  # stepping aside is not a failure
         wait=wait_random_exponential(multiplier=0.05, max=0.5),
         stop=stop_after_attempt(attempts),
         before_sleep=before_sleep_log(logger, logging.WARNING),

@@ -15,8 +15,11 @@ from parallel_scheduler import (
     DelayedJobScheduler,
     JobSpec,
     JobState,
+    Outcome,
     Settings,
 )
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.release import Releaser
 from storage_adapters import ClaimedJob, Storage
 from tests.waiting import wait_until
 
@@ -198,3 +201,35 @@ def test_release_listeners_see_each_sent_job(storage: Storage) -> None:
     )
     scheduler.run_once()
     assert seen == Counter(due)
+
+
+class LeaseRunningOut:
+    """A held lock whose local lease check says yes ``checks`` times, then no: what a holder
+    frozen mid-batch (SIGSTOP, a long GC pause) sees when it wakes up."""
+
+    def __init__(self, lease: Any, checks: int) -> None:
+        self.lease = lease
+        self._left = checks
+
+    def valid(self) -> bool:
+        self._left -= 1
+        return self._left >= 0
+
+
+def test_a_batch_stops_sending_when_the_lease_runs_out_mid_way(storage: Storage) -> None:
+    # Given 10 claimed jobs and a lease that runs out after the first few sends
+    due_jobs(storage, 10)
+    lease = storage.acquire_lock(DelayedJobScheduler.LOCK_NAME, "holder", 30)
+    assert lease is not None
+    claims = storage.claim_due(10, lease, 30)
+    recorder = Recorder()
+    releaser = Releaser(storage, CallableDispatcher(recorder), StorageClock(storage), 30)
+    # When the batch is released (1 check before sending, then 1 before each job)
+    outcomes = releaser.release_claims(claims, LeaseRunningOut(lease, 4))  # type: ignore[arg-type]
+    # Then only 3 were sent; the rest went back to Scheduled, stopped rather than failed
+    assert len(recorder.ids) == 3
+    assert outcomes[Outcome.RELEASED] == 3
+    assert outcomes[Outcome.STOPPED] == 7
+    assert outcomes[Outcome.FAILED] == 0
+    assert not releaser.halted
+    assert storage.count_by_state()[JobState.SCHEDULED] == 7

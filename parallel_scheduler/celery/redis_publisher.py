@@ -28,7 +28,14 @@ import redis
 
 from storage_adapters import ClaimedJob
 
-from ..dispatchers import BatchDispatchError, CeleryDispatcher, celery_options
+from ..dispatchers import (
+    BatchDispatchError,
+    CeleryDispatcher,
+    KeepGoing,
+    always,
+    celery_options,
+    lease_lost,
+)
 from ..errors import ConfigurationError
 from ..jobs import decode_payload
 
@@ -86,17 +93,19 @@ class RedisPublisher:
     def dispatch(self, job: ClaimedJob) -> None:
         self.dispatch_many([job])
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         """One atomic round trip for the chunk; a chunk with any job the fast path cannot
         carry goes through ``send_task`` whole, in order (rare: it needs unusual routing)."""
         lists: dict[str, list[str]] = {}
         for job in jobs:
             built = self._build(job) if self._json else None
             if built is None:
-                self._fallback.dispatch_many(jobs)
+                self._fallback.dispatch_many(jobs, keep_going)
                 return
             key, message = built
             lists.setdefault(key, []).append(message)
+        if not keep_going():  # the last moment to step aside: the push below is all or nothing
+            raise BatchDispatchError(0, lease_lost())
         try:
             pipeline = self._redis.pipeline(transaction=True)
             for key, messages in lists.items():

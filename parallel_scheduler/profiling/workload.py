@@ -18,7 +18,7 @@ from typing import Any
 
 from storage_adapters import ClaimedJob, NewJob, mask_url
 
-from ..dispatchers import BatchDispatchError, CeleryDispatcher, Dispatcher
+from ..dispatchers import BatchDispatchError, CeleryDispatcher, Dispatcher, KeepGoing, always
 from ..jobs import JobSpec
 from .errors import ProfileError, scrub
 
@@ -73,7 +73,7 @@ class CountingDispatcher(_Recorder):
     def dispatch(self, job: ClaimedJob) -> None:
         self.record([job])
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         self.record(jobs)
 
 
@@ -88,9 +88,9 @@ class RecordingDispatcher(_Recorder):
         self._inner.dispatch(job)
         self.record([job])
 
-    def dispatch_many(self, jobs: Sequence[ClaimedJob]) -> None:
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         try:
-            self._inner.dispatch_many(jobs)
+            self._inner.dispatch_many(jobs, keep_going)
         except BatchDispatchError as exc:
             self.record(jobs[: exc.sent])
             raise

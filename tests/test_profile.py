@@ -86,7 +86,9 @@ def test_a_pass_that_sends_a_job_twice_stops_the_run_before_any_figure(
 ) -> None:
     from parallel_scheduler.profiling import workload
 
-    def twice(self: workload.CountingDispatcher, jobs: Sequence[ClaimedJob]) -> None:
+    def twice(
+        self: workload.CountingDispatcher, jobs: Sequence[ClaimedJob], keep_going: object = None
+    ) -> None:
         self.record([*jobs, jobs[0]])
 
     monkeypatch.setattr(workload.CountingDispatcher, "dispatch_many", twice)

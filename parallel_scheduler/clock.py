@@ -6,12 +6,15 @@ process measures its offset from that clock once and refreshes it now and then.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
-from storage_adapters import Storage
+from storage_adapters import Storage, StorageError
 
 __all__ = ["StorageClock"]
+
+logger = logging.getLogger("parallel_scheduler.clock")
 
 
 class StorageClock:
@@ -34,9 +37,16 @@ class StorageClock:
             self._measured_at = time.monotonic()
 
     def now(self) -> float:
+        """The estimate; a refresh that fails keeps the last offset (an offset drifts slowly, and
+        the callers on the release path must not fail half-way through a batch because of it)."""
         measured = self._measured_at
-        if measured is None or time.monotonic() - measured > self._refresh_every:
+        if measured is None:
             self.sync()
+        elif time.monotonic() - measured > self._refresh_every:
+            try:
+                self.sync()
+            except StorageError as exc:
+                logger.warning("refreshing the storage clock failed, keeping the last one: %s", exc)
         return time.time() + self._offset
 
     @property

@@ -27,13 +27,19 @@ class StorageClock:
         self._measured_at: float | None = None
         self._guard = threading.Lock()
 
-    def sync(self) -> None:
-        """Measure the offset now (one round trip)."""
-        before = time.time()
-        server = self._storage.now()
-        after = time.time()
+    def sync(self, samples: int = 3) -> None:
+        """Measure the offset now, keeping the sample with the shortest round trip: the error of
+        an estimate is at most half its round trip, and one slow reply (a busy server, a GC
+        pause) would otherwise skew every due time this process computes until the next refresh."""
+        best_rtt, best_offset = float("inf"), 0.0
+        for _ in range(max(1, samples)):
+            before = time.time()
+            server = self._storage.now()
+            after = time.time()
+            if after - before < best_rtt:
+                best_rtt, best_offset = after - before, server - (before + after) / 2
         with self._guard:
-            self._offset = server - (before + after) / 2
+            self._offset = best_offset
             self._measured_at = time.monotonic()
 
     def now(self) -> float:

@@ -22,10 +22,13 @@ TASK = "parallel_scheduler.demo.record"
 
 def broker_folders(workdir: Path) -> dict[str, object]:
     queue_dir = workdir / "broker"
+    control_dir = workdir / "control"  # kombu's default is ./control, beside the user's files
     queue_dir.mkdir(parents=True, exist_ok=True)
+    control_dir.mkdir(parents=True, exist_ok=True)
     return {
         "data_folder_in": str(queue_dir),
         "data_folder_out": str(queue_dir),
+        "control_folder": str(control_dir),
         "store_processed": False,
         "polling_interval": 0.005,
     }

@@ -35,6 +35,7 @@ __all__ = [
     "InvalidIdentifierError",
     "JobRecord",
     "JobState",
+    "ListReleasingStorage",
     "LockLease",
     "NewJob",
     "Storage",
@@ -80,12 +81,18 @@ class JobState(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A job as accepted: its id doubles as the idempotency key."""
+    """A job as accepted: its id doubles as the idempotency key.
+
+    ``envelope`` is optional: the job's broker message, built once at accept time by a
+    dispatcher that can (``<list key>\n<message>`` for a Redis-list broker), so releasing the
+    job costs no serialisation. Storage keeps it opaque and hands it back with the claim.
+    """
 
     id: str
     task: str
     payload: str
     due_at: float
+    envelope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,7 @@ class ClaimedJob:
     due_at: float
     attempts: int
     token: int
+    envelope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +212,26 @@ def validate_job_id(job_id: str) -> str:
     if not job_id.isprintable() or any(c.isspace() for c in job_id):
         raise InvalidIdentifierError(f"job id {job_id!r} has whitespace or unprintable characters")
     return job_id
+
+
+@runtime_checkable
+class ListReleasingStorage(Protocol):
+    """An optional ability beyond ``Storage``: release due jobs straight onto the lists of a
+    Redis-list broker that lives on the storage's own server, in one atomic step per batch.
+
+    Only jobs with an ``envelope`` (``<list key>\n<message>``) move that way; the others come
+    back claimed, for the usual send -> ``mark_enqueued``. The lease is checked as in
+    ``claim_due``.
+    """
+
+    def server_identity(self) -> str:
+        """Equal for two connections exactly when they reach the same server process."""
+
+    def release_to_lists(
+        self, limit: int, lock: LockLease, lease: float, list_db: int
+    ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
+        """``(moved, claimed)``: jobs pushed onto database ``list_db`` and Enqueued, then the
+        claimed rest; each earliest due first."""
 
 
 @runtime_checkable

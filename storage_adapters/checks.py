@@ -52,6 +52,8 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
             raise ValueError(f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
         if not isinstance(job.payload, str):
             raise ValueError(f"job {job.id!r} payload must be a str")
+        if job.envelope is not None and (not isinstance(job.envelope, str) or not job.envelope):
+            raise ValueError(f"job {job.id!r} envelope must be a non-empty str or None")
         epoch_seconds("due_at", job.due_at)
 
 

@@ -54,6 +54,7 @@ _SCRIPTS = (
     "add_jobs",
     "claim",
     "claim_due",
+    "release_to_lists",
     "settle",
     "recover",
     "cancel",
@@ -76,7 +77,7 @@ _JOB_FIELDS = [
     "updated_at",
     "last_error",
 ]
-_CLAIM_WIDTH = 5  # id, task, payload, due_at, attempts per claimed job in a script reply
+_CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
 
 @cache
@@ -111,6 +112,22 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
     )
 
 
+def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
+    """Claimed jobs from a script's flat reply of ``_CLAIM_WIDTH`` fields per job."""
+    return [
+        ClaimedJob(
+            id=flat[i],
+            task=flat[i + 1],
+            payload=flat[i + 2],
+            due_at=float(flat[i + 3]),
+            attempts=int(flat[i + 4]),
+            token=token,
+            envelope=flat[i + 5] or None,
+        )
+        for i in range(0, len(flat), _CLAIM_WIDTH)
+    ]
+
+
 class RedisStorage(RedisRecurring):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
@@ -138,6 +155,7 @@ class RedisStorage(RedisRecurring):
                 f"invalid Redis URL {self._masked_url!r}: {self._scrub(exc)}"
             ) from None
         self._client = redis.Redis(connection_pool=self._pool)
+        self._db = int(self._pool.connection_kwargs.get("db") or 0)
         self._scripts: dict[str, Script] = {
             name: self._client.register_script(_script_source(name)) for name in _SCRIPTS
         }
@@ -186,11 +204,12 @@ class RedisStorage(RedisRecurring):
 
     def _job_args(self, jobs: Sequence[NewJob]) -> list[str]:
         """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and fire_recurring share it):
-        the job key prefix, then id, task, payload, due_at per job."""
+        the job key prefix, then id, task, payload, due_at, envelope ('' for none) per job."""
         check_new_jobs(jobs)
         args = [self._key("job:")]
         for job in jobs:
-            args += (job.id, job.task, job.payload, _float_arg("due_at", job.due_at))
+            due_at = _float_arg("due_at", job.due_at)
+            args += (job.id, job.task, job.payload, due_at, job.envelope or "")
         return args
 
     def _claiming(
@@ -204,18 +223,7 @@ class RedisStorage(RedisRecurring):
             self._state_key(JobState.CLAIMED),
         ]
         args = [self._key("job:"), lock.owner, str(lock.token), _lease(lease), what]
-        flat = self._run(script, keys, args)
-        return [
-            ClaimedJob(
-                id=flat[i],
-                task=flat[i + 1],
-                payload=flat[i + 2],
-                due_at=float(flat[i + 3]),
-                attempts=int(flat[i + 4]),
-                token=lock.token,
-            )
-            for i in range(0, len(flat), _CLAIM_WIDTH)
-        ]
+        return _claims(self._run(script, keys, args), lock.token)
 
     # -- set-up and clock -------------------------------------------------------------------
 
@@ -290,6 +298,40 @@ class RedisStorage(RedisRecurring):
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
         return self._claiming("claim_due", lock, lease, positive_count("limit", limit))
+
+    def server_identity(self) -> str:
+        """The server's ``run_id``: equal for two connections exactly when they reach the same
+        Redis process, whatever host names or addresses led there."""
+        with self._talking() as client:
+            return str(client.info("server")["run_id"])
+
+    def release_to_lists(
+        self, limit: int, lock: LockLease, lease: float, list_db: int
+    ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
+        """One script: due jobs with an envelope go onto their broker list in database
+        ``list_db`` of this server and are Enqueued; the others are claimed. Returns
+        ``(moved, claimed)``, each earliest due first."""
+        if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
+            raise ValueError(f"list_db must be a database number, not {list_db!r}")
+        keys = [
+            self._key(f"lock:{lock.name}"),
+            self._key("schedule"),
+            self._key("claimed"),
+            self._state_key(JobState.CLAIMED),
+            self._state_key(JobState.ENQUEUED),
+        ]
+        args: list[str | int] = [
+            self._key("job:"),
+            lock.owner,
+            str(lock.token),
+            _lease(lease),
+            positive_count("limit", limit),
+            list_db,
+            self._db,
+        ]
+        reply = self._run("release_to_lists", keys, args)
+        rows = _claims(reply[1:], lock.token)
+        return rows[: int(reply[0])], rows[int(reply[0]) :]
 
     def _settle(
         self, claims: Sequence[ClaimedJob], target: JobState, error: str | None

@@ -38,7 +38,7 @@ __all__ = [
     "state_is",
 ]
 
-NEW_JOB_FIELDS = ("id", "task", "payload", "due_at")
+NEW_JOB_FIELDS = ("id", "task", "payload", "due_at", "envelope")
 #: The columns of the recurring table in ``RecurringRecord`` field order.
 RECURRING_FIELDS = (
     *("id", "task", "payload", "schedule", "enabled", "next_run_at", "last_run_at", "history"),
@@ -98,6 +98,7 @@ class Statements:
             jobs.c.payload,
             jobs.c.due_at,
             jobs.c.attempts,
+            jobs.c.envelope,
         )
         self.add_jobs = self._add_jobs(dialect)
         self._build_claims()
@@ -111,7 +112,7 @@ class Statements:
     def _add_jobs(self, dialect: Dialect) -> sa.Insert:
         """``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id`` for one page of new jobs.
 
-        PostgreSQL takes the page as four arrays unnested into rows: a short statement that
+        PostgreSQL takes the page as one array per column unnested into rows: a short statement that
         the driver caches and prepares, with nothing to parse per row, which is about twice as
         fast as a multi-row VALUES list with four parameters per row. SQLite has no arrays and
         gets the VALUES list, which SQLAlchemy builds from one parameter set per job.
@@ -172,8 +173,9 @@ class Statements:
         )
         error = sa.func.coalesce(sa.bindparam("error", type_=sa.Text), jobs.c.last_error)
         settle = sa.update(jobs).where(*owned).returning(jobs.c.id)
+        # a job that ended needs its broker message no more
         self.mark_enqueued = settle.values(
-            state=_literal(JobState.ENQUEUED), updated_at=now, lease_until=None
+            state=_literal(JobState.ENQUEUED), updated_at=now, lease_until=None, envelope=None
         )
         self.unclaim = settle.values(
             state=_literal(JobState.SCHEDULED),
@@ -183,7 +185,11 @@ class Statements:
             last_error=error,
         )
         self.expire = settle.values(
-            state=_literal(JobState.EXPIRED), updated_at=now, lease_until=None, last_error=error
+            state=_literal(JobState.EXPIRED),
+            updated_at=now,
+            lease_until=None,
+            last_error=error,
+            envelope=None,
         )
         limit = sa.bindparam("limit", type_=sa.Integer)
         lapsed = sa.select(jobs.c.id).where(claimed, jobs.c.lease_until < now).limit(limit)

@@ -82,6 +82,7 @@ def _claimed(row: Row[Any], token: int) -> ClaimedJob:
         due_at=float(row.due_at),
         attempts=int(row.attempts),
         token=token,
+        envelope=row.envelope,
     )
 
 
@@ -202,7 +203,7 @@ class SQLStorage:
 
     def _new_job_params(self, page: Sequence[NewJob]) -> Any:
         """A dict of columns as arrays, or a list of rows; see ``Statements._add_jobs``."""
-        rows = [(job.id, job.task, job.payload, float(job.due_at)) for job in page]
+        rows = [(job.id, job.task, job.payload, float(job.due_at), job.envelope) for job in page]
         if self._dialect.new_jobs_as_arrays:
             return {f"{name}s": [row[i] for row in rows] for i, name in enumerate(NEW_JOB_FIELDS)}
         return [dict(zip(NEW_JOB_FIELDS, row, strict=True)) for row in rows]

@@ -56,6 +56,7 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("claim_token", sa.BigInteger, nullable=True),
         sa.Column("lease_until", sa.Double, nullable=True),
         sa.Column("last_error", sa.Text, nullable=True),
+        sa.Column("envelope", sa.Text, nullable=True),
     )
     locks = sa.Table(
         f"{prefix}_locks",
@@ -160,9 +161,14 @@ def _v2_recurring(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v3_envelope(p: str, dialect: str) -> list[str]:
+    return [f"ALTER TABLE {p}_jobs ADD COLUMN envelope text"]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
+    Migration(3, "jobs carry an optional broker message built at accept time", _v3_envelope),
 )
 
 

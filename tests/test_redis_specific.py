@@ -363,3 +363,126 @@ def test_bad_recurring_input_is_a_value_error(
     with pytest.raises(ValueError):
         call(store)  # type: ignore[operator]
     assert keys_of(raw, prefix) == [f"{{{prefix}}}:version"]
+
+
+# -- releasing straight onto a Redis-list broker on the same server ---------------------------
+
+
+def _list_db(raw: redis.Redis) -> int:
+    """A database other than the store's, as a broker beside the store would use."""
+    return (int(raw.connection_pool.connection_kwargs.get("db") or 0) + 3) % 16
+
+
+def _broker(raw: redis.Redis, db: int) -> redis.Redis:
+    """A client of database ``db`` on the store's server (a URL's own /db would win over db=)."""
+    kwargs = raw.connection_pool.connection_kwargs
+    return redis.Redis(
+        host=kwargs.get("host", "localhost"),
+        port=kwargs.get("port", 6379),
+        password=kwargs.get("password"),
+        db=db,
+        decode_responses=True,
+    )
+
+
+def test_release_to_lists_moves_enveloped_jobs_and_claims_the_rest(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given due jobs: two with envelopes for two lists, one without, one not yet due
+    db = _list_db(raw)
+    broker = _broker(raw, db)
+    first, second = f"{prefix}-q1", f"{prefix}-q2"
+    now = store.now()
+    store.add_jobs(
+        [
+            NewJob("a", "t", '{"a":1}', now - 3, f"{first}\nmessage-a"),
+            NewJob("plain", "t", "{}", now - 2),
+            NewJob("b", "t", "{}", now - 1, f"{second}\nmessage-b\nwith a newline"),
+            NewJob("later", "t", "{}", now + 3600, f"{first}\nmessage-later"),
+        ]
+    )
+    lock = store.acquire_lock(LOCK, "me", 30)
+    assert lock is not None
+    try:
+        # When the batch is released
+        moved, claimed = store.release_to_lists(10, lock, 30, db)
+        # Then the enveloped jobs are in their lists and Enqueued, and the other is claimed
+        assert [(j.id, j.payload, j.attempts) for j in moved] == [
+            ("a", '{"a":1}', 1),
+            ("b", "{}", 1),
+        ]
+        assert [(j.id, j.envelope) for j in claimed] == [("plain", None)]
+        assert broker.lrange(first, 0, -1) == ["message-a"]
+        assert broker.lrange(second, 0, -1) == ["message-b\nwith a newline"]
+        states = {i: store.get_job(i).state for i in ("a", "b", "plain", "later")}  # type: ignore[union-attr]
+        assert states == {
+            "a": JobState.ENQUEUED,
+            "b": JobState.ENQUEUED,
+            "plain": JobState.CLAIMED,
+            "later": JobState.SCHEDULED,
+        }
+        assert store.count_by_state()[JobState.ENQUEUED] == 2
+        assert raw.hget(f"{{{prefix}}}:job:a", "envelope") is None  # not kept once sent
+        # And nothing is released twice
+        assert store.release_to_lists(10, lock, 30, db) == ([], [])
+    finally:
+        broker.delete(first, second)
+        broker.close()
+
+
+def test_release_to_lists_keeps_due_order_within_a_list(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    db = _list_db(raw)
+    broker = _broker(raw, db)
+    queue = f"{prefix}-q"
+    now = store.now()
+    store.add_jobs(
+        [NewJob(f"j{i:04d}", "t", "{}", now - 10 + i / 1000, f"{queue}\nm{i}") for i in range(2500)]
+    )
+    lock = store.acquire_lock(LOCK, "me", 30)
+    assert lock is not None
+    try:
+        moved, claimed = store.release_to_lists(5000, lock, 30, db)
+        assert (len(moved), claimed) == (2500, [])
+        # a Redis-list consumer pops from the right: the earliest due comes out first
+        popped = [broker.rpop(queue) for _ in range(2500)]
+        assert popped == [f"m{i}" for i in range(2500)]
+    finally:
+        broker.delete(queue)
+        broker.close()
+
+
+def test_release_to_lists_refuses_a_stale_lease_and_writes_nothing(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    db = _list_db(raw)
+    queue = f"{prefix}-q"
+    store.add_jobs([NewJob("a", "t", "{}", store.now() - 1, f"{queue}\nm")])
+    stale = LockLease(LOCK, "me", 999, store.now() + 30)
+    assert store.release_to_lists(10, stale, 30, db) == ([], [])
+    assert _broker(raw, db).llen(queue) == 0
+    assert store.get_job("a").state is JobState.SCHEDULED  # type: ignore[union-attr]
+
+
+def test_a_list_key_of_another_type_sends_its_jobs_the_claim_way(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    db = _list_db(raw)
+    broker = _broker(raw, db)
+    queue = f"{prefix}-q"
+    broker.set(queue, "not a list")
+    store.add_jobs([NewJob("a", "t", "{}", store.now() - 1, f"{queue}\nm")])
+    lock = store.acquire_lock(LOCK, "me", 30)
+    assert lock is not None
+    try:
+        moved, claimed = store.release_to_lists(10, lock, 30, db)
+        assert moved == [] and [(j.id, j.envelope) for j in claimed] == [("a", f"{queue}\nm")]
+        assert broker.get(queue) == "not a list"
+    finally:
+        broker.delete(queue)
+        broker.close()
+
+
+def test_server_identity_names_the_server_process(store: RedisStorage, raw: redis.Redis) -> None:
+    assert store.server_identity() == raw.info("server")["run_id"]

@@ -169,7 +169,15 @@ def test_a_version_1_database_upgrades_on_setup(
         released.setattr(sql_tables, "MIGRATIONS", MIGRATIONS[:1])
         store.setup()
     now = store.now()
-    store.add_jobs([NewJob("kept", "tasks.t", "{}", now + 60)])
+    with store._engine.begin() as conn:  # written as that release wrote it: the v1 columns
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {store._tables.jobs.name} (id, task, payload, due_at, state, "
+                "attempts, created_at, updated_at) VALUES ('kept', 'tasks.t', '{}', :due, "
+                "'scheduled', 0, :now, :now)"
+            ),
+            {"due": now + 60, "now": now},
+        )
     with pytest.raises(StorageError, match=r"setup\(\)"):
         store.count_recurring()
     # When this release sets it up

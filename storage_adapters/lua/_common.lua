@@ -28,10 +28,10 @@ local function lock_is_current(lock_key, owner, token, at)
 end
 
 -- SCHEDULED -> CLAIMED for one job already known to be due. Returns {id, task, payload, due_at,
--- attempts} or nil. keys = {schedule, claim leases, claimed-state index}.
+-- attempts, envelope} or nil. keys = {schedule, claim leases, claimed-state index}.
 local function claim_one(keys, job_prefix, id, token, at, lease_until)
   local key = job_prefix .. id
-  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state')
+  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'envelope')
   if job[4] ~= 'scheduled' then
     -- Cannot happen while every write goes through these scripts; heal rather than spin on it.
     redis.call('ZREM', keys[1], id)
@@ -43,19 +43,23 @@ local function claim_one(keys, job_prefix, id, token, at, lease_until)
   redis.call('ZREM', keys[1], id)
   redis.call('ZADD', keys[2], fmt(lease_until), id)
   redis.call('ZADD', keys[3], job[3], id)
-  return {id, job[1], job[2], job[3], attempts}
+  return {id, job[1], job[2], job[3], attempts, job[5] or ''}
 end
 
 -- Store one new job unless its id exists in any state (idempotent accept); shared by add_jobs
 -- and fire_recurring so a firing job is stored exactly like an accepted one. Returns 1 if stored,
 -- 0 if the id existed (that job is left untouched). keys = {all-jobs index, schedule}.
-local function add_job(keys, job_prefix, id, task, payload, due, stamp)
+-- envelope is '' when the job has none.
+local function add_job(keys, job_prefix, id, task, payload, due, envelope, stamp)
   local key = job_prefix .. id
   if redis.call('EXISTS', key) == 1 then
     return 0
   end
   redis.call('HSET', key, 'task', task, 'payload', payload, 'due_at', due,
     'state', 'scheduled', 'attempts', 0, 'created_at', stamp, 'updated_at', stamp)
+  if envelope ~= '' then
+    redis.call('HSET', key, 'envelope', envelope)
+  end
   redis.call('ZADD', keys[1], due, id)
   redis.call('ZADD', keys[2], due, id)
   return 1

@@ -1,7 +1,7 @@
 -- Claim one job if it is scheduled and due and the lock lease is current.
 -- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 job id
--- Returns {id, task, payload, due_at, attempts}, or {} when nothing was claimed.
+-- Returns {id, task, payload, due_at, attempts, envelope}, or {} when nothing was claimed.
 local at = now()
 if not lock_is_current(KEYS[1], ARGV[2], ARGV[3], at) then
   return {}

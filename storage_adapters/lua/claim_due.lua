@@ -1,7 +1,7 @@
 -- Claim up to ARGV[5] due jobs, earliest first, under one check of the lock lease.
 -- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit
--- Returns the claimed jobs flattened: id, task, payload, due_at, attempts, id, ...
+-- Returns the claimed jobs flattened: id, task, payload, due_at, attempts, envelope, id, ...
 -- The hot path of the batch release: two calls per job (read, write its hash), and the three
 -- indexes updated once per slice of the batch rather than once per job.
 local at = now()
@@ -13,7 +13,8 @@ local ids = redis.call('ZRANGE', KEYS[2], '-inf', stamp, 'BYSCORE', 'LIMIT', 0, 
 local out, leases, claimed_index = {}, {}, {}
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
-  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'attempts')
+  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'attempts',
+    'envelope')
   -- A job not 'scheduled' cannot be in the schedule while every write goes through these
   -- scripts; it is only dropped from the schedule (below), which heals such a state.
   if job[4] == 'scheduled' then
@@ -22,6 +23,7 @@ for _, id in ipairs(ids) do
       'lease_until', lease_until, 'updated_at', stamp)
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, job[1], job[2], job[3], attempts
+    out[n + 6] = job[6] or ''
     leases[#leases + 1] = lease_until
     leases[#leases + 1] = id
     claimed_index[#claimed_index + 1] = job[3]

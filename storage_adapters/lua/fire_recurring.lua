@@ -4,7 +4,7 @@
 -- KEYS: 1 lock, 2 recurring job, 3 recurring due index, 4 all-jobs index, 5 schedule
 -- ARGV: 1 lock owner, 2 lock token, 3 expected version, 4 recurring id,
 --       5 next_run_at ('' for none), 6 last_run_at ('' for none), 7 history,
---       8 job key prefix, then id, task, payload, due_at per firing job (as in add_jobs)
+--       8 job key prefix, then id, task, payload, due_at, envelope per firing job (as in add_jobs)
 -- Returns 1 (stored) or 0 (existed) per job, or nil, having written nothing, when the lease or
 -- the version is stale (a missing recurring job has no version, so it is stale too).
 local at = now()
@@ -18,9 +18,9 @@ end
 local stamp = fmt(at)
 local job_keys = {KEYS[4], KEYS[5]}
 local stored = {}
-for i = 9, #ARGV, 4 do
+for i = 9, #ARGV, 5 do
   stored[#stored + 1] = add_job(job_keys, ARGV[8], ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    ARGV[i + 3], stamp)
+    ARGV[i + 3], ARGV[i + 4], stamp)
 end
 redis.call('HSET', KEYS[2], 'next_run_at', ARGV[5], 'last_run_at', ARGV[6],
   'history', ARGV[7], 'updated_at', stamp)

@@ -19,8 +19,8 @@ for i = 5, #ARGV, 2 do
     end
     if back_to_schedule then
       redis.call('HDEL', key, 'lease_until', 'claim_token')
-    else
-      redis.call('HDEL', key, 'lease_until')
+    else  -- a job that ended needs its broker message no more
+      redis.call('HDEL', key, 'lease_until', 'envelope')
     end
     settled[#settled + 1] = id
     target_index[#target_index + 1] = job[3]

@@ -270,6 +270,28 @@ def test_claim_due_claims_a_batch_earliest_first(storage: Storage) -> None:
     assert storage.claim_due(20, lock, lease=30) == []
 
 
+def test_an_envelope_built_at_accept_comes_back_with_every_claim(storage: Storage) -> None:
+    # Given due jobs, two with a broker message built at accept time and one without
+    now = storage.now()
+    envelopes = {"e1": "queue-a\n{}", "e2": "queue-b\n" + "x" * 5000}
+    first = NewJob("e1", "t", "{}", now - 3, envelopes["e1"])
+    last = NewJob("e2", "t", "{}", now - 1, envelopes["e2"])
+    storage.add_jobs([first, job("plain", now - 2), last])
+    lock = take_lock(storage)
+    # When one is claimed alone and the rest as a batch
+    single = storage.claim("e1", lock, 30)
+    batch = storage.claim_due(10, lock, 30)
+    # Then each claim carries its own envelope unchanged, and None where there was none
+    assert single is not None and single.envelope == envelopes["e1"]
+    assert [(c.id, c.envelope) for c in batch] == [("plain", None), ("e2", envelopes["e2"])]
+
+
+def test_an_empty_envelope_is_refused(storage: Storage) -> None:
+    with pytest.raises(ValueError, match="envelope"):
+        storage.add_jobs([NewJob("a", "t", "{}", storage.now(), "")])
+    assert storage.get_job("a") is None
+
+
 def test_concurrent_batch_claims_never_overlap(storage: Storage) -> None:
     ids = add_due(storage, 1000)
     lock = take_lock(storage)

@@ -4,10 +4,12 @@
         --jobs 50000 --out release.json
 
 For each path (per-job claims + send_task, batch claim + send_task, batch claim + the Redis fast
-publish) and each repetition: N jobs are stored due, one scheduler drains them into a fresh
-broker queue, and the run is checked before any figure is kept: every job Enqueued in storage,
-exactly N messages in the queue, each job id exactly once. Warm-up runs are discarded; the seed
-fixes ids and payloads. The JSON output refuses to overwrite an existing file.
+publish, and the same with broker messages built at accept time, which on one Redis server for
+storage and broker releases each batch by one script) and each repetition: N jobs are stored
+due, one scheduler drains them into a fresh broker queue, and the run is checked before any
+figure is kept: every job Enqueued in storage, exactly N messages in the queue, each job id
+exactly once. Warm-up runs are discarded; the seed fixes ids and payloads. The JSON output
+refuses to overwrite an existing file.
 """
 
 from __future__ import annotations
@@ -29,24 +31,29 @@ from celery import Celery
 import storage_adapters
 from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobState, Settings
 from parallel_scheduler.celery.redis_publisher import RedisPublisher
+from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import Storage
 
+#: release mode, fast publish, broker messages built at accept time (envelopes)
 PATHS = {
-    "per_job + send_task": ("per_job", False),
-    "batch + send_task": ("batch", False),
-    "batch + fast publish": ("batch", True),
+    "per_job + send_task": ("per_job", False, False),
+    "batch + send_task": ("batch", False, False),
+    "batch + fast publish": ("batch", True, False),
+    "batch + fast publish + accept-time messages": ("batch", True, True),
 }
 
 
-def store_due_jobs(storage: Storage, jobs: int, rng: random.Random, queue: str) -> None:
+def store_due_jobs(
+    storage: Storage, jobs: int, rng: random.Random, queue: str, maker: EnvelopeMaker | None
+) -> None:
     now = storage.now()
     for first in range(0, jobs, 5000):
         specs = [
             JobSpec("bench.noop", [i, rng.random()], {"k": "v" * 8}, {"queue": queue}, f"j{i}")
             for i in range(first, min(jobs, first + 5000))
         ]
-        storage.add_jobs([spec.encode(now - 1) for spec in specs])
+        storage.add_jobs(with_envelopes([spec.encode(now - 1) for spec in specs], maker))
 
 
 def queued_ids(broker: redis.Redis, queue: str) -> Counter[str]:
@@ -58,7 +65,7 @@ def queued_ids(broker: redis.Redis, queue: str) -> Counter[str]:
 
 
 def one_run(args: argparse.Namespace, path: str, seed: int) -> float:
-    release_mode, fast = PATHS[path]
+    release_mode, fast, envelopes = PATHS[path]
     prefix = "bench" + uuid.uuid4().hex[:8]
     queue = f"ps-bench-{prefix}"
     storage = storage_adapters.from_url(args.storage_url, prefix=prefix, pool_size=args.parallelism)
@@ -67,13 +74,14 @@ def one_run(args: argparse.Namespace, path: str, seed: int) -> float:
     app = Celery("bench", broker=args.broker_url)
     app.conf.task_serializer = "json"
     try:
-        store_due_jobs(storage, args.jobs, random.Random(seed), queue)
+        dispatcher = RedisPublisher(app) if fast else CeleryDispatcher(app)
+        maker = dispatcher if envelopes and isinstance(dispatcher, RedisPublisher) else None
+        store_due_jobs(storage, args.jobs, random.Random(seed), queue, maker)
         settings = Settings(
             release_mode=release_mode,  # type: ignore[arg-type]
             batch_size=args.batch_size,
             max_degree_of_parallelism=args.parallelism,
         )
-        dispatcher = RedisPublisher(app) if fast else CeleryDispatcher(app)
         scheduler = DelayedJobScheduler(storage, dispatcher, settings)
         started = time.perf_counter()
         stats = scheduler.run_once()

@@ -16,6 +16,7 @@ import storage_adapters
 from storage_adapters import JobState, Storage
 
 from .clock import StorageClock
+from .envelopes import EnvelopeMaker, with_envelopes
 from .errors import InvalidJobError
 from .jobs import Job, JobSpec, due_time, utc_datetime
 from .recurring_jobs import RecurringJobs
@@ -41,13 +42,17 @@ class Client:
         settings: Settings | None = None,
         *,
         retry_for: float = 30.0,
+        envelopes: EnvelopeMaker | None = None,
         **overrides: Any,
     ) -> None:
         """Use ``storage`` if given, else open the one ``settings`` (or ``overrides``) name.
 
         ``retry_for`` bounds how long a call keeps retrying while storage is unreachable.
+        ``envelopes`` (a fast-publish dispatcher) builds each job's broker message as it is
+        accepted, so releasing it costs no serialisation.
         """
         self.retry_for = retry_for
+        self.envelopes = envelopes
         self.settings = settings or Settings.load(overrides)
         self._owns_storage = storage is None
         self.storage = storage or storage_adapters.from_url(
@@ -88,6 +93,7 @@ class Client:
         ids = [job.id for job in new_jobs]
         if len(set(ids)) != len(ids):
             raise InvalidJobError("the same job id appears twice in one call")
+        new_jobs = with_envelopes(new_jobs, self.envelopes)
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
         return [
             ScheduleResult(job.id, was_created, utc_datetime(job.due_at))

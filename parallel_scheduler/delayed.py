@@ -14,9 +14,10 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 
-from storage_adapters import Storage
+from storage_adapters import ClaimedJob, ListReleasingStorage, Storage
 
 from .dispatchers import Dispatcher
+from .envelopes import direct_list_db
 from .lock_lease import HeldLock
 from .release import ReleaseListener, Releaser
 from .retrying import call_storage
@@ -45,15 +46,26 @@ class DelayedJobScheduler(LockedScheduler):
     ) -> None:
         """``owns_storage``: ``close()`` closes the storage too (when this scheduler opened it)."""
         super().__init__(storage, settings, owner, owns_storage)
+        self._dispatcher = dispatcher
         self._releaser = Releaser(
             storage, dispatcher, self._clock, self.settings.lock_lease, listeners
         )
+        self._list_db: int | None = None
+        self._list_db_known = False
+
+    @property
+    def releases_by_script(self) -> bool:
+        """True once a pass found storage and broker on one Redis server (see envelopes.py)."""
+        return self._list_db is not None
 
     def _new_stats(self, lock_acquired: bool) -> PassStats:
         return PassStats(lock_acquired=lock_acquired)
 
     def _pass(self, held: HeldLock, stats: PassStats) -> None:
         self._releaser.start_pass()
+        if not self._list_db_known and self.settings.release_mode == "batch":
+            self._list_db = call_storage(lambda: direct_list_db(self.storage, self._dispatcher))
+            self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         while self._keep_going(held) and not self._releaser.halted:
             fetched, outcomes = self._release_batch(held)
@@ -68,13 +80,20 @@ class DelayedJobScheduler(LockedScheduler):
             ids = call_storage(lambda: self.storage.fetch_due_ids(batch_size))
             outcomes = self._pool.map(lambda job_id: self._releaser.release_one(job_id, held), ids)
             return len(ids), Counter(outcomes)
-        claims = call_storage(
-            lambda: self.storage.claim_due(batch_size, held.lease, self.settings.lock_lease)
-        )
+        lease = self.settings.lock_lease
+        moved: list[ClaimedJob] = []
+        if self._list_db is not None and isinstance(self.storage, ListReleasingStorage):
+            db, storage = self._list_db, self.storage
+            moved, claims = call_storage(
+                lambda: storage.release_to_lists(batch_size, held.lease, lease, db)
+            )
+            self._releaser.notify(moved)
+        else:
+            claims = call_storage(lambda: self.storage.claim_due(batch_size, held.lease, lease))
         size = max(MIN_CHUNK, -(-len(claims) // self._pool.size))
         chunks = [claims[i : i + size] for i in range(0, len(claims), size)]
         counters = self._pool.map(lambda chunk: self._releaser.release_claims(chunk, held), chunks)
-        return len(claims), sum(counters, Counter())
+        return len(moved) + len(claims), sum(counters, Counter({Outcome.RELEASED: len(moved)}))
 
     def _next_due_at(self) -> float | None:
         return self.storage.next_due_at()

@@ -94,7 +94,7 @@ class Releaser:
             outcomes[Outcome.RELEASED] += len(acked)
             self._report_fenced([c for c in sent if c.id not in acked])
             outcomes[Outcome.FENCED] += len(sent) - len(acked)
-            self._notify(sent)
+            self.notify(sent)
         unsent = live[len(sent) :]
         if unsent and error is None:  # the lease ran out part-way: step aside, nothing failed
             reason = "the lock lease ran out before sending"
@@ -154,7 +154,8 @@ class Releaser:
                 claim.id,
             )
 
-    def _notify(self, sent: list[ClaimedJob]) -> None:
+    def notify(self, sent: Sequence[ClaimedJob]) -> None:
+        """Tell the listeners about jobs the broker took (here, or by a storage script)."""
         if not self._listeners:
             return
         sent_at = self._clock.now()

@@ -230,8 +230,9 @@ class ListReleasingStorage(Protocol):
     def release_to_lists(
         self, limit: int, lock: LockLease, lease: float, list_db: int
     ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
-        """``(moved, claimed)``: jobs pushed onto database ``list_db`` and Enqueued, then the
-        claimed rest; each earliest due first."""
+        """``(moved, claimed)``: jobs pushed onto database ``list_db`` and Enqueued (reported
+        without payload or envelope, which they no longer need), then the claimed rest; each
+        earliest due first."""
 
 
 @runtime_checkable

@@ -69,14 +69,17 @@ def executions(worker: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("adapter_kind", "release_mode", "fast_publish"),
+    ("adapter_kind", "release_mode", "fast_publish", "envelopes"),
     [
-        ("sqlite", "per_job", False),
-        pytest.param("postgresql", "per_job", False, marks=pytest.mark.postgresql),
-        pytest.param("postgresql", "batch", True, marks=pytest.mark.postgresql),
-        ("redis", "per_job", False),
-        ("redis", "batch", False),
-        ("redis", "batch", True),
+        ("sqlite", "per_job", False, False),
+        pytest.param("postgresql", "per_job", False, False, marks=pytest.mark.postgresql),
+        pytest.param("postgresql", "batch", True, False, marks=pytest.mark.postgresql),
+        pytest.param("postgresql", "batch", True, True, marks=pytest.mark.postgresql),
+        ("redis", "per_job", False, False),
+        ("redis", "per_job", True, True),
+        ("redis", "batch", False, False),
+        ("redis", "batch", True, False),
+        ("redis", "batch", True, True),  # one script moves each batch onto the broker's list
     ],
 )
 def test_every_job_runs_once_at_or_after_its_due_time(
@@ -85,10 +88,15 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     adapter_kind: str,
     release_mode: str,
     fast_publish: bool,
+    envelopes: bool,
 ) -> None:
+    from tests.e2e_celery_app import app
+
     storage: Storage = make_storage()
-    # Given 300 jobs scheduled through the public API, falling due over two seconds
-    client = Client(storage)
+    dispatcher = RedisPublisher(app) if fast_publish else CeleryDispatcher(app)
+    # Given 300 jobs scheduled through the public API, falling due over two seconds, with
+    # their broker messages built as they are accepted or not
+    client = Client(storage, envelopes=dispatcher if envelopes else None)
     specs = [
         JobSpec("e2e.record", [i], {"n": i}, {"queue": worker["queue"]}, countdown=2.0 * i / 300)
         for i in range(300)
@@ -96,10 +104,7 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     results = client.schedule_many(specs)
     due = {r.job_id: r.due_at.timestamp() for r in results}
     # When a scheduler releases them into the real broker
-    from tests.e2e_celery_app import app
-
     settings = Settings(poll_interval=0.1, release_mode=release_mode, max_degree_of_parallelism=4)
-    dispatcher = RedisPublisher(app) if fast_publish else CeleryDispatcher(app)
     scheduler = DelayedJobScheduler(storage, dispatcher, settings)
     thread = threading.Thread(
         target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
@@ -113,6 +118,8 @@ def test_every_job_runs_once_at_or_after_its_due_time(
         scheduler.stop()
         thread.join(timeout=30)
         scheduler.close()
+    by_script = adapter_kind == "redis" and release_mode == "batch" and fast_publish
+    assert scheduler.releases_by_script is by_script
     # Then every job ran exactly once, never before it was due, with its arguments
     runs = executions(worker)
     assert Counter(r["id"] for r in runs) == Counter(due.keys())

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
-from storage_adapters import Storage
+from storage_adapters import NewJob, Storage
 
 bad_input = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -140,3 +140,24 @@ def test_reschedule_needs_a_time(storage: Storage) -> None:
 def test_countdown_accepts_timedelta(storage: Storage) -> None:
     result = Client(storage).schedule("t", countdown=timedelta(minutes=2))
     assert result.due_at.timestamp() == pytest.approx(storage.now() + 120, abs=5)
+
+
+class _QueueByTask:
+    """An ``EnvelopeMaker`` that builds a message for some tasks only, as a real one may."""
+
+    def envelope(self, job: NewJob) -> str | None:
+        return None if job.task == "tasks.slow" else f"{job.task}\nmessage for {job.id}"
+
+
+def test_envelopes_are_built_at_accept_and_come_back_with_the_claim(storage: Storage) -> None:
+    client = Client(storage, envelopes=_QueueByTask())
+    past = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    fast = client.schedule("tasks.fast", eta=past, job_id="f").job_id
+    slow = client.schedule("tasks.slow", eta=past + timedelta(seconds=1), job_id="s").job_id
+    lock = storage.acquire_lock("delayed-scheduler", "me", 30)
+    assert lock is not None
+    claims = storage.claim_due(10, lock, 30)
+    assert [(c.id, c.envelope) for c in claims] == [
+        (fast, "tasks.fast\nmessage for f"),
+        (slow, None),
+    ]

@@ -408,8 +408,8 @@ def test_release_to_lists_moves_enveloped_jobs_and_claims_the_rest(
         moved, claimed = store.release_to_lists(10, lock, 30, db)
         # Then the enveloped jobs are in their lists and Enqueued, and the other is claimed
         assert [(j.id, j.payload, j.attempts) for j in moved] == [
-            ("a", '{"a":1}', 1),
-            ("b", "{}", 1),
+            ("a", "", 1),
+            ("b", "", 1),
         ]
         assert [(j.id, j.envelope) for j in claimed] == [("plain", None)]
         assert broker.lrange(first, 0, -1) == ["message-a"]

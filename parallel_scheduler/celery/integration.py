@@ -28,6 +28,7 @@ from storage_adapters import ClaimedJob
 from ..client import Client
 from ..clock import StorageClock
 from ..dispatchers import CeleryDispatcher, Dispatcher
+from ..envelopes import EnvelopeMaker
 from ..errors import InvalidJobError
 from ..jobs import JobSpec
 from ..recurring_jobs import RecurringJobs
@@ -62,7 +63,11 @@ class CeleryIntegration:
         be shared across a fork."""
         with self._guard:
             if self._client is None or self._client_pid != os.getpid():
-                client = Client(settings=self.settings, retry_for=CALLER_RETRY_SECONDS)
+                client = Client(
+                    settings=self.settings,
+                    retry_for=CALLER_RETRY_SECONDS,
+                    envelopes=self._envelope_maker(),
+                )
                 try:
                     client.setup()
                 except BaseException:
@@ -70,6 +75,13 @@ class CeleryIntegration:
                     raise
                 self._client, self._client_pid = client, os.getpid()
             return self._client
+
+    def _envelope_maker(self) -> EnvelopeMaker | None:
+        """With ``fast_publish``, the broker message is built as a call is stored, once."""
+        if not self.settings.fast_publish:
+            return None
+        dispatcher = self.dispatcher()
+        return dispatcher if isinstance(dispatcher, EnvelopeMaker) else None
 
     # -- calls ------------------------------------------------------------------------------
 

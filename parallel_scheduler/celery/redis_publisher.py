@@ -26,7 +26,7 @@ from typing import Any
 
 import redis
 
-from storage_adapters import ClaimedJob
+from storage_adapters import ClaimedJob, NewJob
 
 from ..dispatchers import (
     BatchDispatchError,
@@ -98,6 +98,10 @@ class RedisPublisher:
         carry goes through ``send_task`` whole, in order (rare: it needs unusual routing)."""
         lists: dict[str, list[str]] = {}
         for job in jobs:
+            if job.envelope:  # built when the job was accepted
+                key, _, message = job.envelope.partition("\n")
+                lists.setdefault(key, []).append(message)
+                continue
             built = self._build(job) if self._json else None
             if built is None:
                 self._fallback.dispatch_many(jobs, keep_going)
@@ -114,7 +118,20 @@ class RedisPublisher:
         except redis.RedisError as exc:
             raise BatchDispatchError(0, exc) from exc
 
-    def _build(self, job: ClaimedJob) -> tuple[str, str] | None:
+    def envelope(self, job: NewJob) -> str | None:
+        """``<list key>\n<message>``, built as the job is accepted (``EnvelopeMaker``). Jobs that
+        can expire get none: their expiry is checked, and recorded, on the claim path."""
+        if not self._json or '"expires"' in job.payload:
+            return None
+        built = self._build(job)
+        return None if built is None else f"{built[0]}\n{built[1]}"
+
+    def list_server(self) -> tuple[str, int]:
+        """The broker server's ``run_id`` and database (``ListBroker``)."""
+        run_id = str(self._redis.info("server")["run_id"])
+        return run_id, int(self._redis.connection_pool.connection_kwargs.get("db") or 0)
+
+    def _build(self, job: ClaimedJob | NewJob) -> tuple[str, str] | None:
         """The list key and the message for one job, or ``None`` for the slow path.
 
         The message is spliced from JSON text: the template's parts were serialised once, and

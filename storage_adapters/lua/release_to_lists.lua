@@ -6,7 +6,7 @@
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit,
 --       6 the broker's database number, 7 this storage's database number
 -- Returns {moved, rows...}: the first `moved` rows went to the broker, the rest are claims;
--- each row is id, task, payload, due_at, attempts, envelope ('' for the moved ones).
+-- each row is id, task, payload, due_at, attempts, envelope ('' for the last two when moved).
 local at = now()
 if not lock_is_current(KEYS[1], ARGV[2], ARGV[3], at) then
   return {0}
@@ -15,26 +15,30 @@ local stamp, lease_until = fmt(at), fmt(at + tonumber(ARGV[4]))
 local broker_db, storage_db = ARGV[6], ARGV[7]
 local ids = redis.call('ZRANGE', KEYS[2], '-inf', stamp, 'BYSCORE', 'LIMIT', 0, ARGV[5])
 
--- Read everything first: no write happens before we know every push can succeed.
-local jobs, by_list, lists = {}, {}, {}
+-- Read everything first: no write happens before we know every push can succeed. Parallel
+-- arrays rather than a table per job: this loop is the whole cost of a release.
+local job_ids, tasks, dues, attempts, envelopes, lists_of = {}, {}, {}, {}, {}, {}
+local by_list, lists = {}, {}
 for _, id in ipairs(ids) do
-  local job = redis.call('HMGET', ARGV[1] .. id, 'task', 'payload', 'due_at', 'state', 'attempts',
+  local job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts',
     'envelope')
   -- A job not 'scheduled' cannot be in the schedule while every write goes through these
   -- scripts; it is only dropped from the schedule (below), which heals such a state.
-  if job[4] == 'scheduled' then
-    local entry = {id = id, task = job[1], payload = job[2], due = job[3],
-      attempts = tonumber(job[5] or '0') + 1}
-    local cut = job[6] and string.find(job[6], '\n', 1, true)
+  if job[1] == 'scheduled' then
+    local n = #job_ids + 1
+    job_ids[n], tasks[n], dues[n], attempts[n] = id, job[2], job[3], tonumber(job[4] or '0') + 1
+    local envelope = job[5]
+    local cut = envelope and string.find(envelope, '\n', 1, true)
     if cut then
-      entry.list, entry.message = string.sub(job[6], 1, cut - 1), string.sub(job[6], cut + 1)
-      entry.envelope = job[6]
-      if not by_list[entry.list] then
-        by_list[entry.list] = {}
-        lists[#lists + 1] = entry.list
+      local list = string.sub(envelope, 1, cut - 1)
+      envelopes[n], lists_of[n] = envelope, list
+      if not by_list[list] then
+        by_list[list] = {}
+        lists[#lists + 1] = list
       end
+    else
+      lists_of[n] = false
     end
-    jobs[#jobs + 1] = entry
   end
 end
 
@@ -48,12 +52,13 @@ for _, list in ipairs(lists) do
   local kind = redis.call('TYPE', list)['ok']
   pushable[list] = kind == 'list' or kind == 'none'
 end
-for _, entry in ipairs(jobs) do
-  if entry.list and pushable[entry.list] then
-    local messages = by_list[entry.list]
-    messages[#messages + 1] = entry.message
+for n = 1, #job_ids do
+  local list = lists_of[n]
+  if list and pushable[list] then
+    local messages = by_list[list]
+    messages[#messages + 1] = string.sub(envelopes[n], #list + 2)
   else
-    entry.list = nil
+    lists_of[n] = false
   end
 end
 for _, list in ipairs(lists) do
@@ -65,30 +70,32 @@ if broker_db ~= storage_db then
   redis.call('SELECT', storage_db)
 end
 
+-- Moved rows carry no payload (the caller only reports them); claimed rows carry everything.
 local moved, claimed = {}, {}
 local enqueued_index, leases, claimed_index = {}, {}, {}
-for _, entry in ipairs(jobs) do
-  local key = ARGV[1] .. entry.id
-  if entry.list then
-    redis.call('HSET', key, 'state', 'enqueued', 'attempts', entry.attempts,
+for n = 1, #job_ids do
+  local id = job_ids[n]
+  local key = ARGV[1] .. id
+  if lists_of[n] then
+    redis.call('HSET', key, 'state', 'enqueued', 'attempts', attempts[n],
       'claim_token', ARGV[3], 'updated_at', stamp)
     redis.call('HDEL', key, 'envelope')
-    local n = #moved
-    moved[n + 1], moved[n + 2], moved[n + 3] = entry.id, entry.task, entry.payload
-    moved[n + 4], moved[n + 5], moved[n + 6] = entry.due, entry.attempts, ''
-    enqueued_index[#enqueued_index + 1] = entry.due
-    enqueued_index[#enqueued_index + 1] = entry.id
+    local m = #moved
+    moved[m + 1], moved[m + 2], moved[m + 3] = id, tasks[n], ''
+    moved[m + 4], moved[m + 5], moved[m + 6] = dues[n], attempts[n], ''
+    enqueued_index[#enqueued_index + 1] = dues[n]
+    enqueued_index[#enqueued_index + 1] = id
   else
-    redis.call('HSET', key, 'state', 'claimed', 'attempts', entry.attempts,
+    redis.call('HSET', key, 'state', 'claimed', 'attempts', attempts[n],
       'claim_token', ARGV[3], 'lease_until', lease_until, 'updated_at', stamp)
-    local n = #claimed
-    claimed[n + 1], claimed[n + 2], claimed[n + 3] = entry.id, entry.task, entry.payload
-    claimed[n + 4], claimed[n + 5], claimed[n + 6] = entry.due, entry.attempts,
-      entry.envelope or ''
+    local m = #claimed
+    claimed[m + 1], claimed[m + 2] = id, tasks[n]
+    claimed[m + 3] = redis.call('HGET', key, 'payload')
+    claimed[m + 4], claimed[m + 5], claimed[m + 6] = dues[n], attempts[n], envelopes[n] or ''
     leases[#leases + 1] = lease_until
-    leases[#leases + 1] = entry.id
-    claimed_index[#claimed_index + 1] = entry.due
-    claimed_index[#claimed_index + 1] = entry.id
+    leases[#leases + 1] = id
+    claimed_index[#claimed_index + 1] = dues[n]
+    claimed_index[#claimed_index + 1] = id
   end
 end
 call_in_slices('ZREM', KEYS[2], ids)

@@ -69,6 +69,8 @@ class Dialect:
     bind_ids: Callable[[Sequence[str]], object]
     is_unavailable: Callable[[DBAPIError], bool]
     serialise_schema_changes: Callable[[Connection, str], None]
+    #: Run in the transaction of a read of the due set ("" for none); see postgresql.py.
+    due_scan_settings: str = ""
 
 
 def state_is(column: sa.ColumnElement[Any], state: JobState) -> sa.ColumnElement[bool]:

@@ -152,6 +152,18 @@ class SQLStorage:
         with self._connection() as conn:
             return list(conn.execute(statement, params).all())
 
+    def _due_rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
+        """``_rows`` for the reads of the due set, under the dialect's ``due_scan_settings``:
+        three round trips (the settings travel with BEGIN), and closing the connection on an
+        error rolls the transaction back, as in ``_transaction``."""
+        if not self._dialect.due_scan_settings:
+            return self._rows(statement, params)
+        with self._connection() as conn:
+            conn.exec_driver_sql(f"{self._dialect.begin}; {self._dialect.due_scan_settings}")
+            rows = list(conn.execute(statement, params).all())
+            conn.exec_driver_sql("COMMIT")
+            return rows
+
     def _scalar(self, statement: sa.Executable, params: Mapping[str, Any] | None = None) -> Any:
         with self._connection() as conn:
             return conn.execute(statement, params).scalar()
@@ -212,7 +224,7 @@ class SQLStorage:
 
     def fetch_due_ids(self, limit: int) -> list[str]:
         positive_count("limit", limit)
-        return [row.id for row in self._rows(self._sql.fetch_due, {"limit": int(limit)})]
+        return [row.id for row in self._due_rows(self._sql.fetch_due, {"limit": int(limit)})]
 
     def _claim_params(self, lock: LockLease, lease: float) -> dict[str, Any]:
         return {
@@ -229,7 +241,8 @@ class SQLStorage:
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
         params = {**self._claim_params(lock, lease), "limit": positive_count("limit", limit)}
-        claims = [_claimed(row, lock.token) for row in self._rows(self._sql.claim_due, params)]
+        rows = self._due_rows(self._sql.claim_due, params)
+        claims = [_claimed(row, lock.token) for row in rows]
         # RETURNING follows the update's physical order, not the due order the contract promises.
         return sorted(claims, key=lambda c: (c.due_at, c.id))
 

@@ -343,7 +343,15 @@ class ParallelScheduler(System):
         storage = storage_adapters.from_url(
             self.cfg.storage_url, prefix=ctx.prefix, pool_size=self.cfg.caller_pool
         )
-        self._client = Client(storage=storage, settings=settings)
+        # fast_publish builds each broker message as the job is accepted, as the plugin does
+        envelopes = None
+        if self.cfg.dispatcher == "fast_publish":
+            from burst_app import build_celery_app
+
+            envelopes = _dispatcher(
+                self.cfg.dispatcher, build_celery_app(self.cfg.broker_url, ctx.queue)
+            )
+        self._client = Client(storage=storage, settings=settings, envelopes=envelopes)
         self._client.setup()
         self._start_celery_workers(ctx)
         self._start_scheduler(ctx)

@@ -40,8 +40,9 @@ RABBITMQ_URL = os.environ.get(
 class Cluster:
     """One test's queue, storage prefix, records and worker processes (ended by pid)."""
 
-    def __init__(self, broker_url: str, tmp_path: Path) -> None:
+    def __init__(self, broker_url: str, tmp_path: Path, fast_publish: bool = False) -> None:
         run = uuid.uuid4().hex[:10]
+        self.fast_publish = fast_publish
         self.queue = f"ps-plugin-{run}"
         self.prefix = f"t{run}"
         self.key = f"ps-plugin:{run}:executed"
@@ -57,6 +58,7 @@ class Cluster:
             PARALLEL_SCHEDULER_STORAGE_URL=REDIS_URL,
             PARALLEL_SCHEDULER_PREFIX=self.prefix,
             PARALLEL_SCHEDULER_LOCK_LEASE="2",
+            PARALLEL_SCHEDULER_FAST_PUBLISH=str(fast_publish).lower(),
         )
         self.workers: list[subprocess.Popen[bytes]] = []
         self.storage: Storage = storage_adapters.from_url(REDIS_URL, prefix=self.prefix)
@@ -85,7 +87,11 @@ class Cluster:
         app.conf.update(task_serializer="json", task_default_queue=self.queue)
         app.conf.parallel_scheduler_eta_threshold = 1.0
         parallel_scheduler.celery.install(
-            app, storage_url=REDIS_URL, prefix=self.prefix, poll_interval=0.1
+            app,
+            storage_url=REDIS_URL,
+            prefix=self.prefix,
+            poll_interval=0.1,
+            fast_publish=self.fast_publish,
         )
 
         @app.task(name="plugin.record", shared=False)  # type: ignore[untyped-decorator]
@@ -93,6 +99,13 @@ class Cluster:
             raise AssertionError("runs on the worker, never here")
 
         return app
+
+    def has_envelope(self, job_id: str) -> bool:
+        return bool(self.records.hexists(f"{{{self.prefix}}}:job:{job_id}", "envelope"))
+
+    def still_scheduled(self, job_id: str) -> bool:
+        job = self.storage.get_job(job_id)
+        return job is not None and job.state is JobState.SCHEDULED
 
     def executions(self) -> list[dict[str, Any]]:
         return [json.loads(raw) for raw in self.records.lrange(self.key, 0, -1)]
@@ -122,9 +135,12 @@ def broker_url(kind: str) -> str:
     return REDIS_URL
 
 
-@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+@pytest.fixture(
+    params=["redis", "redis+fast_publish", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)]
+)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    made = Cluster(broker_url(request.param), tmp_path)
+    kind, _, fast = str(request.param).partition("+")
+    made = Cluster(broker_url(kind), tmp_path, fast_publish=bool(fast))
     try:
         yield made
     finally:
@@ -156,6 +172,10 @@ def test_far_calls_run_once_when_due_with_their_routing(cluster: Cluster) -> Non
     stored = {r.id: cluster.storage.get_job(r.id) for r in [*far, expired]}
     assert all(job is not None for job in stored.values())
     assert cluster.storage.get_job(near[0].id) is None
+    if cluster.fast_publish:  # with their broker messages built already, but for the expiring one
+        assert not cluster.has_envelope(expired.id)
+        # (read before the state: a job released meanwhile has dropped its message)
+        assert all(cluster.has_envelope(r.id) or not cluster.still_scheduled(r.id) for r in far)
     # When they fall due, every one runs exactly once, not before it was due
     expected = {r.id for r in far + near}
     wait_until(lambda: {e["id"] for e in cluster.executions()} >= expected, timeout=60)

@@ -15,9 +15,6 @@ topic exchanges, serializers other than JSON) goes through ``send_task`` as usua
 from __future__ import annotations
 
 import base64
-import json
-import os
-import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,20 +30,19 @@ from ..dispatchers import (
     CeleryDispatcher,
     KeepGoing,
     always,
-    celery_options,
     lease_lost,
 )
 from ..errors import ConfigurationError
 from ..jobs import decode_payload
+from .message_template import dumps as _dumps
+from .message_template import options_key, origin, sample_message, template_options
+from .message_template import short_repr as _short_repr
 
 __all__ = ["RedisPublisher"]
-
-_REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
 
 
 _PER_JOB_HEADERS = ("id", "root_id", "argsrepr", "kwargsrepr")
 _PER_JOB_PROPERTIES = ("correlation_id", "delivery_tag")
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 @dataclass(frozen=True)
@@ -61,11 +57,6 @@ class _Template:
 
 def _members(mapping: dict[str, Any], leave_out: tuple[str, ...]) -> str:
     return _dumps({k: v for k, v in mapping.items() if k not in leave_out})[1:-1]
-
-
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -86,7 +77,7 @@ class RedisPublisher:
         options = app.conf.broker_transport_options or {}
         self._steps = tuple(sorted(options.get("priority_steps", _DEFAULT_PRIORITY_STEPS)))
         self._separator = options.get("sep", _SEPARATOR)
-        self._origin = f"gen{os.getpid()}@{socket.gethostname()}"
+        self._origin = origin()
         self._json = app.conf.task_serializer == "json"
         self._templates: dict[tuple[str, str], _Template | None] = {}
 
@@ -161,26 +152,15 @@ class RedisPublisher:
     def _template(self, task: str, stored: dict[str, Any], payload: str) -> _Template | None:
         """Everything but the per-job fields, from Celery's own message builder, once per task
         and option set: a message stays exactly what this Celery version would send."""
-        options_text = payload[payload.rfind('"options":') :]  # as stored: a free cache key
-        if "expires" in stored:  # per-job values: key on the rest
-            rest = {k: v for k, v in stored.items() if k != "expires"}
-            options_text = json.dumps(rest, sort_keys=True)
-        cache_key = (task, options_text)
+        cache_key = (task, options_key(stored, payload))
         if cache_key in self._templates:
             return self._templates[cache_key]
-        options = celery_options({k: v for k, v in stored.items() if k != "expires"})
+        options = template_options(stored)
         route = self.app.amqp.router.route(dict(options), task, (), {})
         queue = route.get("queue")
         template = None
         if queue is not None and getattr(queue.exchange, "type", "direct") == "direct":
-            sample = self.app.amqp.as_task_v2(
-                "template", task, (), {},
-                callbacks=options.get("link"), errbacks=options.get("link_error"),
-                time_limit=options.get("time_limit"),
-                soft_time_limit=options.get("soft_time_limit"),
-                shadow=options.get("shadow"), ignore_result=options.get("ignore_result"),
-                origin=self._origin,
-            )  # fmt: skip
+            sample = sample_message(self.app, task, options, self._origin)
             priority = route.get("priority", options.get("priority")) or 0
             headers = {**sample.headers, **(options.get("headers") or {})}
             properties = {

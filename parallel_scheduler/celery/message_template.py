@@ -1,0 +1,78 @@
+"""What the fast publish paths share: a task message's constant parts, taken once per task and
+option set from Celery's own ``app.amqp.as_task_v2``, and the cheap per-job encoders.
+
+A fast path asks Celery for one sample message per (task, stored options) and keeps it; per job it
+then only encodes what differs between messages: the id, the argument reprs, the body, and the
+expiry when the job carries one. So a worker sees what this Celery version would send.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from ..dispatchers import celery_options
+
+__all__ = [
+    "REPR_LIMIT",
+    "dumps",
+    "expires_header",
+    "options_key",
+    "origin",
+    "sample_message",
+    "short_repr",
+    "template_options",
+]
+
+REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
+
+#: Compact JSON, as a string; non-ASCII kept as is (the message body is UTF-8).
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def short_repr(value: Any) -> str:
+    """``repr`` cut at Celery's length limit (cheaper than Celery's ``saferepr``)."""
+    text = repr(value)
+    return text if len(text) <= REPR_LIMIT else text[: REPR_LIMIT - 3] + "..."
+
+
+def origin() -> str:
+    """The ``origin`` header Celery's ``anon_nodename()`` gives a producer in this process."""
+    return f"gen{os.getpid()}@{socket.gethostname()}"
+
+
+def expires_header(expires: float) -> str:
+    """A stored expiry (epoch seconds) as the ISO 8601 ``expires`` header Celery sends."""
+    return datetime.fromtimestamp(expires, timezone.utc).isoformat()
+
+
+def options_key(stored: dict[str, Any], payload: str) -> str:
+    """A cache key for the stored options, without their per-job ``expires``.
+
+    The stored payload ends with its options, so the tail of its text is a free key; only a job
+    with an expiry (which differs per job) pays for a re-encoding without it.
+    """
+    if "expires" in stored:
+        return json.dumps({k: v for k, v in stored.items() if k != "expires"}, sort_keys=True)
+    return payload[payload.rfind('"options":') :]
+
+
+def template_options(stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored options as ``send_task`` keyword arguments, less the per-job ``expires``."""
+    return celery_options({k: v for k, v in stored.items() if k != "expires"})
+
+
+def sample_message(
+    app: Any, task: str, options: dict[str, Any], origin: str, task_id: str = "template"
+) -> Any:
+    """Celery's own message for a call of ``task`` with ``options`` and no arguments."""
+    return app.amqp.as_task_v2(
+        task_id, task, (), {},
+        callbacks=options.get("link"), errbacks=options.get("link_error"),
+        time_limit=options.get("time_limit"), soft_time_limit=options.get("soft_time_limit"),
+        shadow=options.get("shadow"), ignore_result=options.get("ignore_result"),
+        origin=origin,
+    )  # fmt: skip

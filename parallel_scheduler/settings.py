@@ -38,9 +38,12 @@ class Settings:
     batch in one statement and dispatches it in chunks across the pool, which is fastest when
     the dispatcher, not the database, is the bottleneck.
 
-    ``fast_publish`` (Celery, Redis broker): hand each chunk to the broker in one round trip
-    with messages built from Celery's own template, instead of one ``send_task`` per job;
-    Celery's publish signals are not sent for those messages.
+    ``fast_publish`` (Celery, Redis or RabbitMQ broker): hand each chunk to the broker in one
+    round trip with messages built from Celery's own template, instead of one ``send_task`` per
+    job: one ``MULTI``/``LPUSH`` to Redis, one AMQP transaction to RabbitMQ (``amqp://``,
+    ``amqps://``, ``pyamqp://``), returning once the broker holds the chunk. Other brokers are
+    refused with a ``ConfigurationError``. Celery's publish signals are not sent for those
+    messages.
 
     ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
     this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.

@@ -29,7 +29,7 @@ from ..client import Client
 from ..clock import StorageClock
 from ..dispatchers import CeleryDispatcher, Dispatcher
 from ..envelopes import EnvelopeMaker
-from ..errors import InvalidJobError
+from ..errors import ConfigurationError, InvalidJobError
 from ..jobs import JobSpec
 from ..recurring_jobs import RecurringJobs
 from ..service import SchedulerService
@@ -160,12 +160,24 @@ class CeleryIntegration:
     # -- the scheduler ------------------------------------------------------------------------
 
     def dispatcher(self) -> Dispatcher:
-        """``send_task`` per job, or the one-round-trip Redis fast path (``fast_publish``)."""
-        if self.settings.fast_publish:
+        """``send_task`` per job, or with ``fast_publish`` the broker's one-round-trip-per-chunk
+        path: ``RedisPublisher`` for a Redis broker, ``AmqpPublisher`` for RabbitMQ."""
+        if not self.settings.fast_publish:
+            return CeleryDispatcher(self.app)
+        from .amqp_publisher import AMQP_SCHEMES, AmqpPublisher, broker_scheme, masked_broker_url
+
+        scheme = broker_scheme(self.app)
+        if scheme in AMQP_SCHEMES:
+            return AmqpPublisher(self.app)
+        if scheme in ("redis", "rediss", "unix"):
             from .redis_publisher import RedisPublisher
 
             return RedisPublisher(self.app)
-        return CeleryDispatcher(self.app)
+        raise ConfigurationError(
+            "fast_publish needs a Redis (redis://, rediss://, unix://) or RabbitMQ (amqp://, "
+            f"amqps://, pyamqp://) broker, not {masked_broker_url(self.app)!r}; "
+            "set fast_publish to false to publish through send_task"
+        )
 
     def make_service(self, owner: str | None = None) -> SchedulerService:
         """Both schedulers, sending through this app; fails at once on a bad storage URL."""

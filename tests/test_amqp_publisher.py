@@ -1,0 +1,573 @@
+"""The AMQP fast path (``AmqpPublisher``) against a real RabbitMQ and a real ``celery worker``.
+
+Every test uses queues of its own and deletes them afterwards. Broker state is read with
+``queue.declare(passive=True)``; worker executions are recorded in Redis by
+``tests.e2e_celery_app``, as in the Redis end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from amqp.exceptions import NotFound
+from celery import Celery
+from kombu import Connection
+
+from parallel_scheduler import CeleryDispatcher, JobSpec
+from parallel_scheduler.celery.amqp_publisher import AmqpPublisher
+from parallel_scheduler.celery.integration import CeleryIntegration
+from parallel_scheduler.celery.redis_publisher import RedisPublisher
+from parallel_scheduler.dispatchers import BatchDispatchError
+from parallel_scheduler.errors import ConfigurationError, LeaseLost
+from storage_adapters import ClaimedJob
+from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
+from tests.test_celery_plugin import Cluster
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = "e2e.record"
+
+
+class Broker:
+    """Unique queue names for one test, a look at their contents, and their deletion."""
+
+    def __init__(self) -> None:
+        self.run = uuid.uuid4().hex[:10]
+        self.connection = Connection(RABBITMQ_URL)
+        self.queues: list[str] = []
+
+    def queue(self, label: str = "q") -> str:
+        name = f"ps-amqp-{self.run}-{label}"
+        self.queues.append(name)
+        return name
+
+    def count(self, queue: str) -> int | None:
+        """Messages ready in ``queue``; ``None`` when it does not exist."""
+        with self.connection.channel() as channel:
+            try:
+                return int(channel.queue_declare(queue, passive=True).message_count)
+            except NotFound:
+                return None
+
+    def take(self, queue: str) -> list[Any]:
+        """Every message in ``queue``, removed from it (raw py-amqp messages)."""
+        taken = []
+        with self.connection.channel() as channel:
+            while (message := channel.basic_get(queue, no_ack=True)) is not None:
+                taken.append(message)
+        return taken
+
+    def delete(self, queue: str) -> None:
+        with self.connection.channel() as channel:
+            channel.queue_delete(queue)
+
+    def close(self) -> None:
+        for queue in self.queues:
+            self.delete(queue)
+        self.connection.release()
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    require_server("rabbitmq")
+    made = Broker()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def make_app(default_queue: str, **conf: Any) -> Celery:
+    """The releasing side: a producer app like a user's, on the real RabbitMQ."""
+    app = Celery(f"amqp-fast-{uuid.uuid4().hex[:6]}", broker=RABBITMQ_URL)
+    app.conf.update({"task_serializer": "json", "task_default_queue": default_queue, **conf})
+    return app
+
+
+def claims(specs: Sequence[JobSpec]) -> list[ClaimedJob]:
+    now = time.time()
+    return [
+        ClaimedJob(job.id, job.task, job.payload, now, 1, 1)
+        for job in (spec.encode(now) for spec in specs)
+    ]
+
+
+def jobs(queue: str, count: int, label: str, **options: Any) -> list[ClaimedJob]:
+    return claims(
+        [
+            JobSpec(TASK, [i, "é"], {"n": i}, {"queue": queue, **options}, f"{label}-{i}")
+            for i in range(count)
+        ]
+    )
+
+
+class Worker:
+    """A real ``celery worker`` (tests.e2e_celery_app) consuming given queues from RabbitMQ."""
+
+    def __init__(self, tmp_path: Path, queues: Sequence[str]) -> None:
+        run = uuid.uuid4().hex[:10]
+        self.key = f"ps-amqp-e2e:{run}:executed"
+        self.log = tmp_path / f"worker-{run}.log"
+        self.records = redis.Redis.from_url(REDIS_URL)
+        env = dict(
+            os.environ,
+            PS_E2E_BROKER_URL=RABBITMQ_URL,
+            PS_E2E_RECORD_URL=REDIS_URL,
+            PS_E2E_RECORD_KEY=self.key,
+        )
+        command = [
+            sys.executable, "-m", "celery", "-A", "tests.e2e_celery_app", "worker",
+            "-Q", ",".join(queues), "-c", "2", "--without-gossip", "--without-mingle",
+            "--without-heartbeat", "--loglevel=WARNING", f"--hostname=amqp-{run}@%h",
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        wait_until(
+            lambda: self.records.get(self.key + ":ready") or self.process.poll() is not None,
+            timeout=60,
+        )
+        assert self.process.poll() is None, self.log.read_text()
+
+    def executions(self) -> list[dict[str, Any]]:
+        return [json.loads(raw) for raw in self.records.lrange(self.key, 0, -1)]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.records.delete(self.key, self.key + ":ready")
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    require_server("redis")
+    started: list[Worker] = []
+
+    def start(*queues: str) -> Worker:
+        worker = Worker(tmp_path, queues)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def publishers() -> Iterator[Callable[..., AmqpPublisher]]:
+    made: list[AmqpPublisher] = []
+
+    def make(app: Celery, **kwargs: Any) -> AmqpPublisher:
+        publisher = AmqpPublisher(app, **kwargs)
+        made.append(publisher)
+        return publisher
+
+    yield make
+    for publisher in made:
+        publisher.close()
+
+
+# -- a real worker executes what the fast path publishes -----------------------------------------
+
+
+@pytest.mark.celery
+@pytest.mark.rabbitmq
+@pytest.mark.redis
+def test_a_real_worker_runs_every_fast_path_message_once(
+    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given 500 jobs released through the fast path in chunks of 100
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    released = jobs(queue, 500, f"once-{broker.run}")
+    for first in range(0, len(released), 100):
+        publisher.dispatch_many(released[first : first + 100])
+    # Then the broker holds each exactly once before any worker runs
+    assert broker.count(queue) == 500
+    # When a real, unchanged Celery worker consumes the queue
+    worker = start_worker(queue)
+    wait_until(lambda: len(worker.executions()) >= 500, timeout=90)
+    wait_until(lambda: broker.count(queue) == 0, timeout=30)
+    # Then every job ran exactly once, under its job id, with its arguments
+    runs = worker.executions()
+    assert Counter(run["id"] for run in runs) == Counter(job.id for job in released)
+    for run in runs:
+        assert run["args"] == [run["kwargs"]["n"], "é"]
+        assert run["id"] == f"once-{broker.run}-{run['kwargs']['n']}"
+        assert run["queue"] == queue
+    assert "Traceback" not in worker.log.read_text()
+
+
+@pytest.mark.celery
+@pytest.mark.rabbitmq
+@pytest.mark.redis
+def test_routing_to_a_non_default_queue_keeps_priority(
+    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given an app whose default queue is another one, and jobs routed elsewhere with
+    # priorities, one of them by the queue's own exchange and routing key
+    default, other = broker.queue("default"), broker.queue("other")
+    publisher = publishers(make_app(default))
+    released = claims(
+        [
+            JobSpec(TASK, [p], {"n": p}, {"queue": other, "priority": p}, f"prio-{broker.run}-{p}")
+            for p in (0, 4, 9)
+        ]
+        + [
+            JobSpec(
+                TASK, [7], {"n": 7},
+                {"queue": other, "exchange": other, "routing_key": other, "priority": 7},
+                f"prio-{broker.run}-7",
+            )
+        ]
+    )  # fmt: skip
+    publisher.dispatch_many(released)
+    assert broker.count(other) == 4
+    assert broker.count(default) is None  # nothing went to (or declared) the default queue
+    # When a real worker consumes the non-default queue
+    worker = start_worker(other)
+    wait_until(lambda: len(worker.executions()) >= 4, timeout=60)
+    # Then each job ran once there, with the priority it was released with
+    runs = {run["id"]: run for run in worker.executions()}
+    assert sorted(runs) == sorted(job.id for job in released)
+    for p in (0, 4, 9, 7):
+        run = runs[f"prio-{broker.run}-{p}"]
+        assert (run["priority"], run["queue"], run["args"]) == (p, other, [p])
+
+
+@pytest.mark.celery
+@pytest.mark.rabbitmq
+@pytest.mark.redis
+def test_an_expired_job_is_never_executed(
+    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given one chunk: a job that expired a second ago, then a job that expires in five minutes
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    now = time.time()
+    expired, live = claims(
+        [
+            JobSpec(TASK, [n], {"n": n}, {"queue": queue, "expires": at}, f"{label}-{broker.run}")
+            for n, at, label in ((1, now - 1, "expired"), (2, now + 300, "live"))
+        ]
+    )
+    publisher.dispatch_many([expired, live])
+    # When a real worker consumes the queue
+    worker = start_worker(queue)
+    wait_until(lambda: any(run["id"] == live.id for run in worker.executions()), timeout=60)
+    wait_until(lambda: broker.count(queue) == 0, timeout=30)
+    # Then the live job ran and the expired one (ahead of it in the queue) never did
+    assert [run["id"] for run in worker.executions()] == [live.id]
+
+
+def test_the_expiry_travels_as_celerys_header_and_message_ttl(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    expires = time.time() + 120
+    (job,) = claims([JobSpec(TASK, [1], {}, {"queue": queue, "expires": expires}, "exp-1")])
+    publisher.dispatch_many([job])
+    (message,) = broker.take(queue)
+    headers = message.properties["application_headers"]
+    assert headers["expires"] == datetime.fromtimestamp(expires, timezone.utc).isoformat()
+    assert 110_000 <= int(message.properties["expiration"]) <= 120_000
+
+
+@pytest.mark.celery
+@pytest.mark.rabbitmq
+@pytest.mark.redis
+def test_the_plugin_with_fast_publish_releases_through_the_amqp_path(tmp_path: Path) -> None:
+    require_server("redis")
+    require_server("rabbitmq")
+    cluster = Cluster(RABBITMQ_URL, tmp_path)
+    try:
+        # Given a worker running the scheduler with fast_publish on a RabbitMQ broker
+        cluster.env["PARALLEL_SCHEDULER_FAST_PUBLISH"] = "true"
+        cluster.start_worker("--parallel-scheduler")
+        cluster.wait_ready(1)
+        # When far calls are made through plain apply_async
+        record = cluster.producer().tasks["plugin.record"]
+        results = [record.apply_async((i,), {"n": i}, countdown=1.5) for i in range(30)]
+        # Then each runs once, released by the AMQP fast path
+        wait_until(lambda: len(cluster.executions()) >= 30, timeout=60)
+        assert Counter(e["id"] for e in cluster.executions()) == Counter(r.id for r in results)
+        logs = "".join(path.read_text() for path in tmp_path.glob("*.log"))
+        assert "fast publish: connected to the AMQP broker" in logs
+    finally:
+        cluster.close()
+        with Connection(RABBITMQ_URL) as connection, connection.channel() as channel:
+            channel.queue_delete(cluster.queue)
+
+
+# -- what a worker receives is what send_task sends ---------------------------------------------
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"priority": 5, "headers": {"x_tenant": "acme"}, "time_limit": 9, "soft_time_limit": 8},
+        {
+            "expires": time.time() + 3600,
+            "ignore_result": True,
+            "shadow": "shown-as",
+            "link": {"task": "x.cb", "args": [], "kwargs": {}, "options": {}},
+            "delivery_mode": "transient",
+        },
+    ],
+    ids=["plain", "priority-headers-limits", "expires-link-shadow-transient"],
+)
+def test_a_message_is_what_send_task_would_publish(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], options: dict[str, Any]
+) -> None:
+    # Given the same call released by send_task and by the fast path, into one queue
+    queue = broker.queue()
+    app = make_app(queue)
+    sent = claims([JobSpec(TASK, [1, "é"], {"n": 1}, {"queue": queue, **options}, "same-1")])
+    fast = claims([JobSpec(TASK, [1, "é"], {"n": 1}, {"queue": queue, **options}, "same-2")])
+    CeleryDispatcher(app).dispatch_many(sent)
+    publishers(app).dispatch_many(fast)
+    by_celery, by_fast_path = broker.take(queue)
+    # Then everything but the job id (and Celery's per-thread reply_to) is the same
+    expected, got = dict(by_celery.properties), dict(by_fast_path.properties)
+    expected_headers = expected.pop("application_headers")
+    got_headers = got.pop("application_headers")
+    assert (got_headers["id"], got_headers["root_id"], got["correlation_id"]) == ("same-2",) * 3
+    for name in ("id", "root_id"):
+        expected_headers.pop(name), got_headers.pop(name)
+    assert got_headers == expected_headers
+    assert got.pop("reply_to") == ""
+    expected.pop("reply_to")
+    expected.pop("correlation_id"), got.pop("correlation_id")
+    if "expiration" in expected:  # milliseconds left, counted at each publish
+        assert abs(int(expected.pop("expiration")) - int(got.pop("expiration"))) < 5000
+    assert got == expected
+    assert json.loads(by_fast_path.body) == json.loads(by_celery.body)
+    assert (by_fast_path.delivery_info["exchange"], by_fast_path.delivery_info["routing_key"]) == (
+        by_celery.delivery_info["exchange"],
+        by_celery.delivery_info["routing_key"],
+    )
+
+
+# -- all or nothing ------------------------------------------------------------------------------
+
+
+@pytest.mark.rabbitmq
+def test_a_connection_lost_before_the_commit_delivers_nothing(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given a publisher with a connection open (warmed up on another queue)
+    queue, warm = broker.queue(), broker.queue("warm")
+    publisher = publishers(make_app(queue))
+    publisher.dispatch_many(jobs(warm, 1, "warm"))
+    (link,) = publisher._idle
+
+    # When the connection dies after the chunk's frames were written, before the commit
+    def cut() -> bool:
+        link.connection.transport.sock.shutdown(socket.SHUT_RDWR)
+        return True
+
+    chunk = jobs(queue, 200, "cut")
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many(chunk, cut)
+    # Then nothing was sent, and the broker holds none of the chunk
+    assert raised.value.sent == 0
+    assert broker.count(queue) == 0
+    # And the next call reconnects and sends the whole chunk, once
+    publisher.dispatch_many(chunk)
+    assert broker.count(queue) == 200
+
+
+@pytest.mark.rabbitmq
+def test_a_connection_closed_while_idle_is_replaced(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    publisher.dispatch_many(jobs(queue, 1, "first"))
+    (link,) = publisher._idle
+    link.connection.transport.sock.shutdown(socket.SHUT_RDWR)
+    publisher.dispatch_many(jobs(queue, 10, "second"))
+    assert broker.count(queue) == 11
+    assert publisher._idle and publisher._idle[0] is not link
+
+
+@pytest.mark.rabbitmq
+def test_a_lost_lease_stops_the_chunk_with_nothing_published(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    asked: list[int] = []
+
+    def lease_gone() -> bool:
+        asked.append(1)
+        return False
+
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many(jobs(queue, 50, "lease"), lease_gone)
+    assert raised.value.sent == 0
+    assert isinstance(raised.value.cause, LeaseLost)
+    assert asked == [1]
+    assert broker.count(queue) == 0  # declared, and empty
+    # The connection stays usable
+    publisher.dispatch_many(jobs(queue, 5, "after"))
+    assert broker.count(queue) == 5
+
+
+@pytest.mark.rabbitmq
+def test_an_unreachable_broker_fails_the_chunk_without_showing_the_password() -> None:
+    require_server("rabbitmq")
+    app = Celery("unreachable", broker="amqp://guest:s3cr3t-pw@127.0.0.1:1//")
+    app.conf.update(task_serializer="json", broker_connection_timeout=2)
+    publisher = AmqpPublisher(app, timeout=2)
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many(jobs("nowhere", 3, "unreachable"))
+    assert raised.value.sent == 0
+    assert "s3cr3t-pw" not in str(raised.value)
+    assert "127.0.0.1:1" in str(raised.value)
+
+
+@pytest.mark.rabbitmq
+def test_a_queue_deleted_after_its_declaration_is_declared_again(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given a publisher that declared its queue once, and the queue deleted behind its back
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    publisher.dispatch_many(jobs(queue, 3, "before"))
+    broker.delete(queue)
+    # When it publishes to that queue again (mandatory: the broker returns what it cannot route)
+    publisher.dispatch_many(jobs(queue, 20, "after"))
+    # Then the queue is back with every message of the chunk, none lost
+    assert broker.count(queue) == 20
+
+
+@pytest.mark.rabbitmq
+def test_concurrent_chunks_use_connections_of_their_own(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    released = jobs(queue, 2000, "threads")
+    chunks = [released[i : i + 100] for i in range(0, 2000, 100)]
+    errors: list[BaseException] = []
+
+    def send(mine: list[list[ClaimedJob]]) -> None:
+        try:
+            for chunk in mine:
+                publisher.dispatch_many(chunk)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(chunks[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    ids = Counter(m.properties["application_headers"]["id"] for m in broker.take(queue))
+    assert ids == Counter(job.id for job in released)
+
+
+@pytest.mark.rabbitmq
+def test_confirms_mode_publishes_durably_too(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue), guarantee="confirms")
+    for label in ("a", "b"):
+        publisher.dispatch_many(jobs(queue, 300, label))
+    assert broker.count(queue) == 600
+
+
+# -- what the fast path leaves to send_task ------------------------------------------------------
+
+
+@pytest.mark.rabbitmq
+def test_a_non_json_serializer_goes_through_send_task(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    app = make_app(queue, task_serializer="pickle", accept_content=["pickle", "json"])
+    publishers(app).dispatch_many(jobs(queue, 3, "pickled"))
+    messages = broker.take(queue)
+    assert [m.properties["content_type"] for m in messages] == [
+        "application/x-python-serialize"
+    ] * 3
+
+
+@pytest.mark.rabbitmq
+def test_a_route_that_may_miss_the_declared_queue_goes_through_send_task(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # An explicit exchange and routing key other than the queue's own: send_task's business
+    queue = broker.queue()
+    app = make_app(queue)
+    publisher = publishers(app)
+    (job,) = jobs(queue, 1, "elsewhere", exchange="", routing_key=queue)
+    assert publisher._build(job) is not None  # the anonymous exchange reaches the queue
+    (job,) = jobs(queue, 1, "elsewhere", exchange="amq.topic", routing_key="some.key")
+    assert publisher._build(job) is None
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def test_a_non_amqp_broker_is_refused_with_the_url_masked() -> None:
+    app = Celery("redis-broker", broker="redis://:hunter2@127.0.0.1:6379/0")
+    with pytest.raises(ConfigurationError) as raised:
+        AmqpPublisher(app)
+    assert "RabbitMQ" in str(raised.value)
+    assert "redis://:***@127.0.0.1:6379/0" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_fast_publish_picks_the_publisher_for_the_broker() -> None:
+    def dispatcher(url: str, fast: bool = True) -> Any:
+        return CeleryIntegration(Celery("pick", broker=url), {"fast_publish": fast}).dispatcher()
+
+    amqp = dispatcher("amqp://guest:guest@127.0.0.1:5672//")
+    assert isinstance(amqp, AmqpPublisher)
+    assert isinstance(dispatcher("pyamqp://guest:guest@127.0.0.1:5672//"), AmqpPublisher)
+    assert isinstance(dispatcher("redis://127.0.0.1:6379/0"), RedisPublisher)
+    assert isinstance(dispatcher("amqp://127.0.0.1//", fast=False), CeleryDispatcher)
+    with pytest.raises(ConfigurationError) as raised:
+        dispatcher("sqs://key:topsecret@")
+    assert "fast_publish" in str(raised.value) and "topsecret" not in str(raised.value)
+
+
+@pytest.mark.rabbitmq
+def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    (job,) = jobs(queue, 1, "large", headers={"x_note": "ü" * 20_000})
+    publisher.dispatch(job)
+    (message,) = broker.take(queue)
+    assert message.properties["application_headers"]["x_note"] == "ü" * 20_000
+    assert message.properties["reply_to"] == ""  # the fast path's mark (send_task sets one)

@@ -108,7 +108,9 @@ class _ReceivedCounter:
             time.sleep(0.1)
 
 
-if __name__ != "__main__":  # imported by `celery -A worker_memory worker` in the worker process
+# Imported by `celery -A worker_memory worker` in the worker process (which has the WM_*
+# variables); another benchmark importing its helpers (memory_1m.py) has none.
+if __name__ != "__main__" and "WM_QUEUE" in os.environ:
     from celery.signals import task_received, worker_ready
 
     app = build_app(

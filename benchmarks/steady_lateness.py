@@ -1,0 +1,582 @@
+"""Steady lateness: a steady stream of due jobs (default 1,000 a second for 60 s) released by a
+real scheduler process into a real Redis broker and run by a real Celery worker; how late does
+each job reach the broker?
+
+One run:
+
+1. a fresh storage prefix (``--storage-url``), broker queue and result list; one ``celery
+   worker`` (prefork, ``--workers`` children, ``burst_app``'s recording task) and one scheduler
+   process: the product's ``SchedulerService`` built by the Celery integration, as ``celery
+   parallel-scheduler`` builds it (``service_process.py``), with the default settings except
+   those given here (``--release-mode``, ``--fast-publish``, ``--poll-interval``, ...);
+2. ``--callers`` threads schedule every job ahead of time through ``Client.schedule_many``, in
+   calls of ``--call-size``: ``--rate`` x (``--warmup-seconds`` + ``--duration``) jobs whose due
+   times are spread evenly at ``--rate`` per second, the first ``--lead`` seconds ahead (by
+   default long enough for scheduling to finish first: the run fails if it did not);
+3. the jobs fall due; the first ``--warmup-seconds`` are a warm-up (run and checked, never in a
+   figure); those due in the next ``--duration`` seconds are the retained sample;
+4. the oracles: every job released once and executed once (lost, duplicated, not scheduled,
+   unexpected, left in storage, sent twice, never sent: all 0). Only then are figures computed;
+5. everything the run created is removed.
+
+Lateness is measured two ways, both against the due time stored with the job (storage clock):
+
+* **due -> sent**, the headline: ``sent_at`` of the plugin's ``job_released`` signal, taken on
+  the scheduler's storage clock after the broker accepted the message and the job was marked
+  Enqueued: an upper bound on when the message reached the broker;
+* **due -> started**: the worker's clock when the task body started (corrected by the measured
+  offset between this machine's clock and the storage clock). It includes the broker queue and
+  the worker; if the worker cannot keep up with ``--rate`` it grows over the run, which says
+  nothing about the scheduler.
+
+The scheduler process's CPU (user + system, between the window's marks) and RSS (psutil, once a
+second) are reported for the retained window; its RSS includes the benchmark's own release log
+(one id and time per job sent, about 11 MiB at 65,000 jobs). A pass repeats while full batches
+come back, so a scheduler that falls behind shows few, long passes. Between passes the scheduler
+sleeps until the next due time it peeked, or ``poll_interval`` if that is sooner; the idle time
+between passes shows whether ``poll_interval`` ever bounded the lateness.
+
+Ids and payloads come from ``--seed``. ``--out`` (JSON) is never overwritten.
+
+    .venv/bin/python benchmarks/steady_lateness.py \\
+        --storage-url postgresql://postgres@127.0.0.1:5432/test --out steady-pg.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+from burst import environment, executions, oracles, plan_jobs, process_groups, schedule_concurrently
+from burst import wait_for_completion as wait_for_executions
+from burst_measure import ResourceMonitor, distribution
+from burst_systems import BurstConfig, ParallelScheduler, PlannedJob, RunContext
+from service_process import ServiceConfig, ServiceLog, ServiceProcess
+from worker_memory import MIB, rss
+
+from parallel_scheduler import Settings
+
+DEFAULTS = Settings()
+TARGET_P99_MS = 100.0
+
+
+# -- the system: the burst harness's parallel-scheduler, with the product's service -------------
+
+
+@dataclass
+class SteadyContext(RunContext):
+    """The burst harness's per-run names, under this benchmark's own."""
+
+    def __post_init__(self) -> None:
+        self.queue = f"ps-bench-steady-{self.run_id}"
+        self.prefix = f"psbenchsteady{self.run_id}"
+        self.results_key = f"ps-bench-steady:{self.run_id}:executed"
+
+
+class SteadyScheduler(ParallelScheduler):
+    """``ParallelScheduler`` of the burst benchmark (client, worker, scheduling, clean-up), whose
+    scheduler process is the product's ``SchedulerService`` (``service_process``)."""
+
+    def __init__(self, cfg: BurstConfig, fast_publish: bool) -> None:
+        super().__init__(cfg)
+        self.fast_publish = fast_publish
+        self.service: ServiceProcess | None = None
+        self.log: ServiceLog | None = None
+
+    def _start_scheduler(self, ctx: RunContext) -> None:
+        settings = self._settings(ctx)
+        settings.pop("storage_url")
+        settings.pop("prefix")
+        settings["fast_publish"] = self.fast_publish
+        config = ServiceConfig(
+            self.cfg.storage_url, ctx.prefix, self.cfg.broker_url, ctx.queue, settings
+        )
+        self.service = ServiceProcess(config, ctx.folder)
+        self.service.start()
+
+    def released_count(self) -> int:
+        return 0 if self.service is None else self.service.released
+
+    def scheduler_pids(self) -> list[int]:
+        return [] if self.service is None else [self.service.pid]
+
+    def stop(self) -> None:
+        if self.service is not None and self.log is None:
+            self.log = self.service.stop()
+        super().stop()  # the workers
+
+    def sent_times(self) -> list[tuple[str, float]] | None:
+        return None if self.log is None else self.log.sent
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+class RssTimeline(threading.Thread):
+    """The scheduler process's RSS (psutil), once a second, with the time of each reading."""
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        super().__init__(name="rss-timeline", daemon=True)
+        self.pid, self.interval = pid, interval
+        self.samples: list[tuple[float, int]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.samples.append((time.time(), rss(self.pid)))
+            except Exception:  # the process ended; the harness notices on its own
+                return
+            self.halt.wait(self.interval)
+
+    def between(self, start: float, end: float) -> list[int]:
+        return [value for at, value in self.samples if start <= at <= end]
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent not idle, all cores together."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def sent_rate(sent: Sequence[tuple[str, float]], window: Window) -> float:
+    """Jobs handed to the broker per second while the window lasted (whatever their due time):
+    the scheduler's release rate, which is below ``--rate`` when it falls behind."""
+    return round(sum(1 for _, at in sent if window.holds(at)) / (window.end - window.start), 1)
+
+
+def clock_offset(storage_now: Any, samples: int = 5) -> float:
+    """Storage clock minus this machine's, from the reading with the shortest round trip."""
+    best_rtt, best = float("inf"), 0.0
+    for _ in range(samples):
+        before = time.time()
+        server = float(storage_now())
+        after = time.time()
+        if after - before < best_rtt:
+            best_rtt, best = after - before, server - (before + after) / 2
+    return best
+
+
+def sleep_until(system: SteadyScheduler, moment: float) -> None:
+    """Until ``moment`` on the storage clock."""
+    time.sleep(max(0.0, moment - system.now()))
+
+
+@dataclass
+class Window:
+    """The retained sample: jobs due in [start, end) (storage clock)."""
+
+    start: float
+    end: float
+
+    def holds(self, moment: float) -> bool:
+        return self.start <= moment < self.end
+
+
+def _ms(values: Sequence[float]) -> dict[str, float]:
+    summary = asdict(distribution([v * 1000 for v in values]))
+    summary["min"] = min(values) * 1000 if values else 0.0
+    return {k: (v if k == "count" else round(v, 1)) for k, v in summary.items()}
+
+
+def lateness(
+    planned: list[PlannedJob], events: Sequence[tuple[str, float]], window: Window
+) -> dict[str, float]:
+    """due -> event, ms, over the first event of each job due in ``window``."""
+    due = {job.id: job.due_at for job in planned}
+    first: dict[str, float] = {}
+    for job_id, at in events:
+        first.setdefault(job_id, at)
+    values = [at - due[i] for i, at in first.items() if i in due and window.holds(due[i])]
+    found = _ms(values)
+    found["early"] = sum(1 for v in values if v < 0)
+    return found
+
+
+def timeline(
+    planned: list[PlannedJob], sent: Sequence[tuple[str, float]], window: Window, width: float
+) -> list[dict[str, float]]:
+    """due -> sent per ``width`` seconds of due time: is the lateness steady, or growing?"""
+    due = {job.id: job.due_at for job in planned}
+    bins: dict[int, list[float]] = {}
+    for job_id, at in sent:
+        moment = due.get(job_id)
+        if moment is not None and window.holds(moment):
+            bins.setdefault(int((moment - window.start) // width), []).append(at - moment)
+    rows = []
+    for index in sorted(bins):
+        figures = _ms(bins[index])
+        rows.append(
+            {
+                "from_s": round(index * width, 1),
+                "jobs": figures["count"],
+                "p50_ms": figures["p50"],
+                "p99_ms": figures["p99"],
+                "max_ms": figures["max"],
+            }
+        )
+    return rows
+
+
+def pass_figures(log: ServiceLog, window: Window, offset: float) -> dict[str, Any]:
+    """Delayed-scheduler passes that overlapped the window (their times are this machine's clock,
+    moved to the storage clock): how often, how long, how many jobs, and the idle gaps between.
+    A pass repeats while full batches come back, so a scheduler that fell behind runs few, long
+    passes."""
+    passes = sorted(
+        p for p in log.passes if p[0] + offset < window.end and p[0] + p[1] + offset >= window.start
+    )
+    held = [p for p in passes if p[2]]
+    gaps = [b[0] - (a[0] + a[1]) for a, b in itertools.pairwise(passes)]
+    seconds = window.end - window.start
+    return {
+        "passes": len(passes),
+        "passes_holding_lock": len(held),
+        "passes_per_s": round(len(passes) / seconds, 1),
+        "jobs_released_per_pass": round(sum(p[4] for p in held) / max(1, len(held)), 1),
+        "pass_duration_ms": _ms([p[1] for p in held]),
+        "idle_between_passes_ms": _ms(gaps),
+    }
+
+
+# -- one run -----------------------------------------------------------------------------------
+
+
+def _lead(ns: argparse.Namespace, count: int) -> float:
+    """Seconds from planning to the first due time: ``--lead``, or 5 s plus a conservative
+    4,000 jobs/s for scheduling everything ahead."""
+    return float(ns.lead) if ns.lead is not None else 5.0 + count / 4000
+
+
+def measure(
+    system: SteadyScheduler,
+    ns: argparse.Namespace,
+    cfg: BurstConfig,
+    ctx: RunContext,
+    results: redis.Redis,
+) -> dict[str, Any]:
+    assert system.service is not None
+    # PSS sampling reads every process's smaps: every 5 s, not to load the machine measured
+    monitor = ResourceMonitor(process_groups(system, cfg), interval=5.0)
+    memory = RssTimeline(system.service.pid)
+    monitor.start()
+    memory.start()
+    count = round(ns.rate * (ns.warmup_seconds + ns.duration))
+    first_due = system.now() + _lead(ns, count)
+    planned = plan_jobs(ns.seed, "steady", count, first_due, count / ns.rate, ns.payload_bytes)
+    window = Window(first_due + ns.warmup_seconds, first_due + ns.warmup_seconds + ns.duration)
+    print(f"steady: scheduling {count:,} jobs ahead; the first falls due in "
+          f"{first_due - system.now():.1f} s", flush=True)  # fmt: skip
+    monitor.mark("scheduling")
+    scheduling = schedule_concurrently(system, planned, ns.callers, ns.call_size)
+    offset = clock_offset(system.now)
+    problems = list(scheduling.errors[:5])
+    if scheduling.ended + offset > first_due:
+        problems.append(
+            f"scheduling ended {scheduling.ended + offset - first_due:.1f} s after the first job "
+            "fell due: the load was not steady; raise --lead"
+        )
+    monitor.mark("waiting")
+    sleep_until(system, first_due)
+    monitor.mark("warm-up")
+    sleep_until(system, window.start)
+    monitor.mark("retained")
+    busy = -busy_cpu_seconds()
+    print(f"steady: retained window of {ns.duration:g} s begins", flush=True)
+    sleep_until(system, window.end)
+    busy += busy_cpu_seconds()
+    monitor.mark("drain")
+    wait_for_executions(system, results, ctx.results_key, scheduling.created, ns.timeout)
+    monitor.mark("end")
+    time.sleep(ns.settle)  # a late duplicate would land now
+    runs = executions(results, ctx.results_key)
+    enqueued = int(system.storage_counts().get("enqueued", 0))
+    system.stop()
+    memory.halt.set()
+    monitor.stop()
+    assert system.log is not None
+    found = oracles(planned, scheduling, runs)
+    found["left_in_storage"] = scheduling.created - enqueued
+    sent_ids = Counter(job_id for job_id, _ in system.log.sent)
+    found["sent_twice"] = sum(n - 1 for n in sent_ids.values() if n > 1)
+    found["never_sent"] = sum(1 for job in planned if sent_ids[job.id] == 0)
+    record: dict[str, Any] = {
+        "jobs": count,
+        "first_due": first_due,
+        "clock_offset_ms": round(offset * 1000, 3),
+        "oracles": found,
+        "problems": problems,
+        "settings": system.log.settings,
+    }
+    if any(found.values()) or problems:
+        return record  # the oracles come first: no figure of a failed run
+    started = [(task_id, at + offset) for task_id, at, _ in runs]
+    cpu = monitor.cpu_by_phase()
+    measured = sum(phases["retained"] for phases in cpu.values())
+    retained_rss = memory.between(window.start - offset, window.end - offset)
+    record["figures"] = {
+        "due_to_sent_ms": lateness(planned, system.log.sent, window),
+        "due_to_started_ms": lateness(planned, started, window),
+        "retained_jobs": sum(1 for job in planned if window.holds(job.due_at)),
+        "schedule_jobs_per_s": round(scheduling.created / (scheduling.ended - scheduling.started)),
+        "scheduler_cpu_seconds": cpu["scheduler"]["retained"],
+        "scheduler_cpu_percent_of_one_core": round(
+            100 * cpu["scheduler"]["retained"] / ns.duration, 1
+        ),
+        "sent_per_s_in_window": sent_rate(system.log.sent, window),
+        "machine_busy_cpu_seconds": round(busy, 1),
+        "machine_cpu_seconds_available": round((os.cpu_count() or 1) * ns.duration, 1),
+        "cpu_seconds_outside_measured_processes": round(busy - measured, 1),
+        "scheduler_rss_mib": {
+            "start": round(retained_rss[0] / MIB, 1) if retained_rss else None,
+            "end": round(retained_rss[-1] / MIB, 1) if retained_rss else None,
+            "max": round(max(retained_rss) / MIB, 1) if retained_rss else None,
+        },
+        "passes": pass_figures(system.log, window, offset),
+        "timeline": timeline(planned, system.log.sent, window, ns.bin_seconds),
+        "cpu_seconds_by_phase": cpu,
+        "peak_pss_mib": monitor.peak_memory_mib(),
+    }
+    return record
+
+
+def run_once(ns: argparse.Namespace, cfg: BurstConfig, label: str) -> dict[str, Any]:
+    results = redis.Redis.from_url(cfg.results_url)
+    system = SteadyScheduler(cfg, ns.fast_publish)
+    with tempfile.TemporaryDirectory(prefix="ps-steady-") as tmp:
+        ctx = SteadyContext(uuid.uuid4().hex[:10], Path(tmp))
+        try:
+            system.start(ctx)
+            record = measure(system, ns, cfg, ctx, results)
+        finally:
+            system.stop()
+            system.clean(ctx)
+            results.delete(ctx.results_key)
+    record["label"] = label
+    failed = {k: v for k, v in record["oracles"].items() if v}
+    verdict = "FAILED " + str(failed) if failed or record["problems"] else "ok"
+    print(f"steady: {label} oracles {verdict} {record['problems'] or ''}".rstrip(), flush=True)
+    return record
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+
+def _stats(
+    found: dict[str, float], keys: Sequence[str] = ("mean", "p50", "p90", "p99", "max")
+) -> str:
+    return " / ".join(f"{found[k]:,.1f}" for k in keys)
+
+
+def _oracle_cell(run: dict[str, Any]) -> str:
+    keys = ("lost", "duplicated", "not_scheduled", "left_in_storage", "sent_twice")
+    return " / ".join(str(run["oracles"][k]) for k in keys)
+
+
+def _target_cell(figures: dict[str, Any]) -> str:
+    return "met" if figures["due_to_sent_ms"]["p99"] <= TARGET_P99_MS else "MISSED"
+
+
+def _early_cell(figures: dict[str, Any]) -> str:
+    sent = figures["due_to_sent_ms"]
+    return f"{sent['early']:.0f}, {sent['min']:.1f}"
+
+
+def _cpu_cell(figures: dict[str, Any]) -> str:
+    seconds = figures["scheduler_cpu_seconds"]
+    return f"{seconds:.1f} ({figures['scheduler_cpu_percent_of_one_core']}%)"
+
+
+def _rss_cell(figures: dict[str, Any]) -> str:
+    return " / ".join(str(figures["scheduler_rss_mib"][k]) for k in ("start", "end", "max"))
+
+
+def _passes_cell(figures: dict[str, Any]) -> str:
+    passes = figures["passes"]
+    return f"{passes['passes_per_s']}; {passes['jobs_released_per_pass']}"
+
+
+def _machine_cell(figures: dict[str, Any]) -> str:
+    busy, outside = (
+        figures["machine_busy_cpu_seconds"],
+        figures["cpu_seconds_outside_measured_processes"],
+    )
+    available = figures["machine_cpu_seconds_available"]
+    return f"{busy:.0f} of {available:.0f} ({outside:.0f})"
+
+
+Cell = Callable[[dict[str, Any]], str]
+ROWS: list[tuple[str, Cell]] = [
+    ("jobs in the retained window", lambda f: f"{f['retained_jobs']:,}"),
+    (
+        "due -> sent (broker accepted + marked), ms: mean / p50 / p90 / p99 / max",
+        lambda f: _stats(f["due_to_sent_ms"]),
+    ),
+    (f"p99 due -> sent <= {TARGET_P99_MS:g} ms", _target_cell),
+    (
+        "due -> task started on the worker, ms: mean / p50 / p90 / p99 / max",
+        lambda f: _stats(f["due_to_started_ms"]),
+    ),
+    ("sent before due (count, min ms)", _early_cell),
+    ("scheduler CPU in the window, s (% of one core)", _cpu_cell),
+    ("jobs sent per s in the window", lambda f: f"{f['sent_per_s_in_window']:,}"),
+    ("scheduler RSS in the window, MiB: start / end / max", _rss_cell),
+    ("scheduler passes per s; jobs released per pass", _passes_cell),
+    (
+        "pass duration, ms: p50 / p99 / max",
+        lambda f: _stats(f["passes"]["pass_duration_ms"], ("p50", "p99", "max")),
+    ),
+    (
+        "idle between passes, ms: p50 / p99 / max",
+        lambda f: _stats(f["passes"]["idle_between_passes_ms"], ("p50", "p99", "max")),
+    ),
+    ("scheduling ahead, jobs/s", lambda f: f"{f['schedule_jobs_per_s']:,}"),
+    ("machine CPU busy in the window, s (outside this run's processes)", _machine_cell),
+]
+
+
+def _heading(document: dict[str, Any]) -> str:
+    o, env = document["options"], document["environment"]
+    return (
+        f"Steady lateness: {o['rate']:,g} due jobs/s for {o['duration']:g} s (after a "
+        f"{o['warmup_seconds']:g} s warm-up), storage `{o['storage_url']}`, broker "
+        f"`{o['broker_url']}`, release_mode `{o['release_mode']}`, fast_publish "
+        f"{o['fast_publish']}, poll_interval {o['poll_interval']:g} s, parallelism "
+        f"{o['parallelism']}, batch_size {o['batch_size']}; one celery worker with "
+        f"{o['workers']} prefork children; seed {o['seed']}; {env['cpus']} CPUs; load average "
+        f"{'/'.join(str(x) for x in env['load_average_at_start'])} at the start, "
+        f"{'/'.join(str(x) for x in env['load_average_at_end'])} at the end (shared machine)."
+    )
+
+
+def summary(document: dict[str, Any]) -> str:
+    runs = document["runs"]
+    lines = [
+        _heading(document),
+        "",
+        "| measure | " + " | ".join(r["label"] for r in runs) + " |",
+        "|---|" + "--:|" * len(runs),
+    ]
+    for name, cell in ROWS:
+        lines.append(f"| {name} | " + " | ".join(cell(r["figures"]) for r in runs) + " |")
+    lines.append(
+        "| lost / duplicated / not scheduled / left in storage / sent twice | "
+        + " | ".join(_oracle_cell(r) for r in runs)
+        + " |"
+    )
+    width = document["options"]["bin_seconds"]
+    for r in runs:
+        lines += [
+            "",
+            f"{r['label']}: due -> sent per {width:g} s of due time",
+            "",
+            "| from s | jobs | p50 ms | p99 ms | max ms |",
+            "|--:|--:|--:|--:|--:|",
+        ]
+        lines += [
+            f"| {t['from_s']:g} | {t['jobs']:,} | {t['p50_ms']:.1f} | {t['p99_ms']:.1f} "
+            f"| {t['max_ms']:.1f} |"
+            for t in r["figures"]["timeline"]
+        ]
+    return "\n".join(lines)
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--storage-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    p.add_argument(
+        "--broker-url",
+        default="redis://127.0.0.1:6379/5",
+        help="a Redis broker; only this run's queue and keys are created and removed",
+    )
+    p.add_argument("--results-url", help="Redis for the execution list (default: the broker)")
+    p.add_argument("--rate", type=float, default=1000.0, help="due jobs per second")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds retained")
+    p.add_argument("--warmup-seconds", type=float, default=5.0, help="seconds run, not retained")
+    p.add_argument("--repetitions", type=int, default=1, help="runs (each with its warm-up)")
+    p.add_argument("--release-mode", choices=("per_job", "batch"), default=DEFAULTS.release_mode)
+    p.add_argument("--fast-publish", action="store_true", help="the fast_publish setting")
+    p.add_argument("--poll-interval", type=float, default=DEFAULTS.poll_interval)
+    p.add_argument("--parallelism", type=int, default=DEFAULTS.max_degree_of_parallelism)
+    p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size)
+    p.add_argument("--workers", type=int, default=2, help="prefork children of the worker")
+    p.add_argument("--callers", type=int, default=8, help="threads scheduling ahead")
+    p.add_argument("--call-size", type=int, default=1000, help="jobs per schedule_many call")
+    p.add_argument("--lead", type=float, help="seconds to the first due time (default: auto)")
+    p.add_argument("--payload-bytes", type=int, default=64, help="size of each job's token")
+    p.add_argument("--bin-seconds", type=float, default=10.0, help="timeline bin width")
+    p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to drain after the end")
+    p.add_argument("--settle", type=float, default=2.0, help="seconds to wait for duplicates")
+    p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
+    ns = p.parse_args(argv)
+    if ns.out is not None and ns.out.exists():
+        p.error(f"{ns.out} exists; the benchmark never overwrites results")
+    if ns.rate <= 0 or ns.duration <= 0 or ns.warmup_seconds < 0 or ns.repetitions < 1:
+        p.error("--rate and --duration must be > 0, --warmup-seconds >= 0, --repetitions >= 1")
+    if not ns.broker_url.startswith(("redis://", "rediss://", "unix://")):
+        p.error("--broker-url must be a Redis URL")
+    return ns
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(argv)
+    cfg = BurstConfig(
+        storage_url=ns.storage_url,
+        broker_url=ns.broker_url,
+        results_url=ns.results_url or ns.broker_url,
+        release_mode=ns.release_mode,
+        parallelism=ns.parallelism,
+        batch_size=ns.batch_size,
+        poll_interval=ns.poll_interval,
+        dispatcher="fast_publish" if ns.fast_publish else "send_task",
+        workers=ns.workers,
+        caller_pool=ns.callers,
+    )
+    env = environment(cfg)
+    runs = [run_once(ns, cfg, f"run {n + 1}") for n in range(ns.repetitions)]
+    failed = [r for r in runs if any(r["oracles"].values()) or r["problems"]]
+    document: dict[str, Any] = {
+        "benchmark": "steady_lateness",
+        "passed": not failed,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ns).items()},
+        "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "target": f"p99 due -> sent <= {TARGET_P99_MS:g} ms",
+        "lateness_measured_by": "job_released signal sent_at (storage clock), after the broker "
+        "accepted the message and the job was marked Enqueued; started: worker clock + offset",
+        "runs": runs,
+    }
+    if failed:
+        for r in failed:
+            found = {k: v for k, v in r["oracles"].items() if v}
+            print(f"steady: FAILED {r['label']}: {found} {r['problems']}", file=sys.stderr)
+    else:
+        print()
+        print(summary(document))
+    if ns.out is not None:
+        with ns.out.open("x") as out:  # "x": never replace a result someone kept
+            json.dump(document, out, indent=2)
+            out.write("\n")
+        print(f"\nwrote {ns.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

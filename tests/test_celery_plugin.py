@@ -101,7 +101,7 @@ class Cluster:
         return app
 
     def has_envelope(self, job_id: str) -> bool:
-        return bool(self.records.hexists(f"{{{self.prefix}}}:job:{job_id}", "envelope"))
+        return bool(self.records.hget(f"{{{self.prefix}}}:job:{job_id}", "envelope"))
 
     def still_scheduled(self, job_id: str) -> bool:
         job = self.storage.get_job(job_id)

@@ -77,9 +77,9 @@ for n = 1, #job_ids do
   local id = job_ids[n]
   local key = ARGV[1] .. id
   if lists_of[n] then
+    -- the message is not kept once sent: emptied in the same call rather than a second HDEL
     redis.call('HSET', key, 'state', 'enqueued', 'attempts', attempts[n],
-      'claim_token', ARGV[3], 'updated_at', stamp)
-    redis.call('HDEL', key, 'envelope')
+      'claim_token', ARGV[3], 'updated_at', stamp, 'envelope', '')
     local m = #moved
     moved[m + 1], moved[m + 2], moved[m + 3] = id, tasks[n], ''
     moved[m + 4], moved[m + 5], moved[m + 6] = dues[n], attempts[n], ''

@@ -23,7 +23,7 @@ from typing import Any
 from celery.utils.time import maybe_make_aware
 
 import storage_adapters
-from storage_adapters import ClaimedJob
+from storage_adapters import ClaimedJob, ListReleasingStorage, Storage
 
 from ..client import Client
 from ..clock import StorageClock
@@ -63,12 +63,9 @@ class CeleryIntegration:
         be shared across a fork."""
         with self._guard:
             if self._client is None or self._client_pid != os.getpid():
-                client = Client(
-                    settings=self.settings,
-                    retry_for=CALLER_RETRY_SECONDS,
-                    envelopes=self._envelope_maker(),
-                )
+                client = Client(settings=self.settings, retry_for=CALLER_RETRY_SECONDS)
                 try:
+                    client.envelopes = self._envelope_maker(client.storage)
                     client.setup()
                 except BaseException:
                     client.close()
@@ -76,9 +73,11 @@ class CeleryIntegration:
                 self._client, self._client_pid = client, os.getpid()
             return self._client
 
-    def _envelope_maker(self) -> EnvelopeMaker | None:
-        """With ``fast_publish``, the broker message is built as a call is stored, once."""
-        if not self.settings.fast_publish:
+    def _envelope_maker(self, storage: Storage) -> EnvelopeMaker | None:
+        """With ``fast_publish`` and Redis storage, the broker message is built as a call is
+        stored, once. Not with SQL storage: there every claim and every mark rewrites the whole
+        row, so a stored message makes the release slower than building it then (measured)."""
+        if not self.settings.fast_publish or not isinstance(storage, ListReleasingStorage):
             return None
         dispatcher = self.dispatcher()
         return dispatcher if isinstance(dispatcher, EnvelopeMaker) else None

@@ -353,6 +353,7 @@ def _config(ns: argparse.Namespace) -> BurstConfig:
         workers=ns.workers,
         caller_pool=ns.caller_pool,
         pool=ns.pool,
+        accept_time_messages=ns.accept_time_messages,
     )
 
 
@@ -381,6 +382,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=("send_task", "fast_publish"),
         default="send_task",
         help="fast_publish: one round trip per chunk to a Redis broker (RedisPublisher)",
+    )
+    p.add_argument(
+        "--accept-time-messages",
+        action="store_true",
+        help="with fast_publish: the callers build each broker message as they store the job "
+        "(with Redis storage on the broker's server, each batch is then released by one script)",
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
     p.add_argument(
@@ -414,6 +421,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         ns.dispatcher == "fast_publish" or {"rq", "huey"} & set(ns.peers)
     ):
         p.error("--dispatcher fast_publish and the rq and huey peers need a Redis --broker-url")
+    if ns.accept_time_messages and ns.dispatcher != "fast_publish":
+        p.error("--accept-time-messages needs --dispatcher fast_publish")
     return ns
 
 

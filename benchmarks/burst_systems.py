@@ -58,6 +58,7 @@ class BurstConfig:
     workers: int
     caller_pool: int
     pool: str = "prefork"
+    accept_time_messages: bool = False
 
 
 @dataclass
@@ -343,9 +344,9 @@ class ParallelScheduler(System):
         storage = storage_adapters.from_url(
             self.cfg.storage_url, prefix=ctx.prefix, pool_size=self.cfg.caller_pool
         )
-        # fast_publish builds each broker message as the job is accepted, as the plugin does
+        # the callers build each broker message as they store the job, as the plugin does
         envelopes = None
-        if self.cfg.dispatcher == "fast_publish":
+        if self.cfg.accept_time_messages:
             from burst_app import build_celery_app
 
             envelopes = _dispatcher(

@@ -571,3 +571,17 @@ def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(
     (message,) = broker.take(queue)
     assert message.properties["application_headers"]["x_note"] == "ü" * 20_000
     assert message.properties["reply_to"] == ""  # the fast path's mark (send_task sets one)
+
+
+def test_a_single_link_becomes_a_list_as_send_task_makes_it() -> None:
+    # Given a stored call with one callback and one errback, as a signature dict each
+    from parallel_scheduler.celery.message_template import sample_message
+
+    app = Celery("links", broker="memory://")
+    link = {"task": "tasks.after", "args": [], "kwargs": {}, "options": {}, "subtask_type": None}
+    options = {"link": link, "link_error": dict(link, task="tasks.failed")}
+    # When the fast paths' template is built
+    embed = sample_message(app, "tasks.t", options, "origin").body[2]
+    # Then the worker gets lists to iterate, as from send_task
+    assert [c["task"] for c in embed["callbacks"]] == ["tasks.after"]
+    assert [e["task"] for e in embed["errbacks"]] == ["tasks.failed"]

@@ -14,6 +14,8 @@ import socket
 from datetime import datetime, timezone
 from typing import Any
 
+from celery.utils.functional import maybe_list
+
 from ..dispatchers import celery_options
 
 __all__ = [
@@ -68,10 +70,11 @@ def template_options(stored: dict[str, Any]) -> dict[str, Any]:
 def sample_message(
     app: Any, task: str, options: dict[str, Any], origin: str, task_id: str = "template"
 ) -> Any:
-    """Celery's own message for a call of ``task`` with ``options`` and no arguments."""
+    """Celery's own message for a call of ``task`` with ``options`` and no arguments; a single
+    ``link``/``link_error`` becomes a list, as ``send_task`` makes it (a worker iterates them)."""
     return app.amqp.as_task_v2(
         task_id, task, (), {},
-        callbacks=options.get("link"), errbacks=options.get("link_error"),
+        callbacks=maybe_list(options.get("link")), errbacks=maybe_list(options.get("link_error")),
         time_limit=options.get("time_limit"), soft_time_limit=options.get("soft_time_limit"),
         shadow=options.get("shadow"), ignore_result=options.get("ignore_result"),
         origin=origin,

@@ -524,7 +524,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-seconds", type=float, default=5.0, help="seconds run, not retained")
     p.add_argument("--repetitions", type=int, default=1, help="runs (each with its warm-up)")
     p.add_argument("--release-mode", choices=("per_job", "batch"), default=DEFAULTS.release_mode)
-    p.add_argument("--fast-publish", action="store_true", help="the fast_publish setting")
+    p.add_argument(
+        "--fast-publish",
+        action="store_true",
+        help="the fast_publish setting; the callers then build each broker message as they store "
+        "the job, as the plugin does",
+    )
     p.add_argument("--poll-interval", type=float, default=DEFAULTS.poll_interval)
     p.add_argument("--parallelism", type=int, default=DEFAULTS.max_degree_of_parallelism)
     p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size)
@@ -561,6 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         dispatcher="fast_publish" if ns.fast_publish else "send_task",
         workers=ns.workers,
         caller_pool=ns.callers,
+        # as the plugin does: with fast_publish, each broker message is built as the job is stored
+        accept_time_messages=ns.fast_publish,
     )
     env = environment(cfg)
     runs = [run_once(ns, cfg, f"run {n + 1}") for n in range(ns.repetitions)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storage_adapters import StorageError, StorageUnavailableError
+from storage_adapters import ParallelSchedulerError, StorageError, StorageUnavailableError
 
 __all__ = [
     "ConfigurationError",
@@ -13,10 +13,6 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
 ]
-
-
-class ParallelSchedulerError(Exception):
-    """Base of the errors this package raises on purpose (storage errors have their own base)."""
 
 
 class ConfigurationError(ParallelSchedulerError, ValueError):

@@ -47,6 +47,17 @@ class Settings:
 
     ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
     this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.
+
+    ``lock_lease``: how long a scheduler lock lasts without renewal. The holder renews it every
+    third of the lease, so a dead holder is replaced within one lease (10 s by default) while a
+    live one never loses it to a short hiccup.
+
+    ``connect_timeout``: how long one attempt to reach the storage server may take; a caller of
+    ``apply_async`` with storage down waits about this long, not the driver's own default.
+
+    ``fallback_to_celery``: when storage cannot be reached at call time, hand the call to Celery's
+    own eta path (logged at WARNING) instead of raising ``StorageUnavailableError``. Off by
+    default: the job would then live in worker memory, which is what this project avoids.
     """
 
     storage_url: str | None = None
@@ -54,11 +65,13 @@ class Settings:
     max_degree_of_parallelism: int = 10
     batch_size: int = 1000
     poll_interval: float = 1.0
-    lock_lease: float = 30.0
+    lock_lease: float = 10.0
     release_mode: ReleaseMode = "per_job"
     max_payload_bytes: int = 512 * 1024
     eta_threshold: float | None = None
     fast_publish: bool = False
+    connect_timeout: float = 2.0
+    fallback_to_celery: bool = False
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -68,10 +81,12 @@ class Settings:
         _check_seconds("lock_lease", self.lock_lease, 0.5, 3600)
         if self.eta_threshold is not None:
             _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
-        if not isinstance(self.fast_publish, bool):
-            raise ConfigurationError(
-                f"fast_publish must be true or false, not {self.fast_publish!r}"
-            )
+        _check_seconds("connect_timeout", self.connect_timeout, 0.1, 60)
+        for name in ("fast_publish", "fallback_to_celery"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(
+                    f"{name} must be true or false, not {getattr(self, name)!r}"
+                )
         if self.release_mode not in RELEASE_MODES:
             raise ConfigurationError(
                 f"release_mode must be one of {RELEASE_MODES}, not {self.release_mode!r}"
@@ -123,7 +138,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "poll_interval": float,
     "lock_lease": float,
     "eta_threshold": float,
+    "connect_timeout": float,
     "fast_publish": lambda raw: _boolean(raw),
+    "fallback_to_celery": lambda raw: _boolean(raw),
 }
 
 

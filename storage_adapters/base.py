@@ -38,6 +38,7 @@ __all__ = [
     "ListReleasingStorage",
     "LockLease",
     "NewJob",
+    "ParallelSchedulerError",
     "Storage",
     "StorageError",
     "StorageUnavailableError",
@@ -53,7 +54,17 @@ _PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 _LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-class StorageError(Exception):
+class ParallelSchedulerError(Exception):
+    """The root of the project's one exception tree.
+
+    It lives in the storage leaf so that storage errors can derive from it without the leaf
+    importing the core; ``parallel_scheduler`` re-exports it, and every error the project raises
+    on purpose derives from it, so a caller (or the CLI) catches everything of ours with one
+    ``except``.
+    """
+
+
+class StorageError(ParallelSchedulerError):
     """Base of every error an adapter raises on purpose."""
 
 

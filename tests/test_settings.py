@@ -31,7 +31,7 @@ def test_arguments_beat_environment_beat_celery_config() -> None:
     assert settings.max_degree_of_parallelism == 20  # argument
     assert settings.batch_size == 200  # environment
     assert settings.poll_interval == 0.5  # Celery configuration
-    assert settings.lock_lease == 30.0  # default
+    assert settings.lock_lease == 10.0  # default
 
 
 @pytest.mark.parametrize(

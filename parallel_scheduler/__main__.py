@@ -1,3 +1,5 @@
+"""``python -m parallel_scheduler``, the same as the ``parallel-scheduler`` command."""
+
 import sys
 
 from .cli import main

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import math
 import os
+import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any, Literal
+from dataclasses import Field, dataclass, fields
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, validate_prefix
 from storage_adapters.urls import InvalidStorageURLError, scheme_of
 
 from .errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "RELEASE_MODES", "Settings"]
+__all__ = [
+    "CELERY_PREFIX",
+    "ENV_PREFIX",
+    "RELEASE_MODES",
+    "SETTING_KINDS",
+    "SettingKind",
+    "Settings",
+]
 
 ENV_PREFIX = "PARALLEL_SCHEDULER_"
 CELERY_PREFIX = "parallel_scheduler_"
@@ -113,13 +121,14 @@ class Settings:
             raise ConfigurationError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for name in _NAMES:
+        for kind in SETTING_KINDS:
+            name = kind.name
             if name in overrides:
                 values[name] = overrides[name]
-            elif (raw := environ.get(ENV_PREFIX + name.upper())) is not None:
-                values[name] = _parse(name, raw, f"environment variable {ENV_PREFIX}{name.upper()}")
-            elif celery_conf is not None and celery_conf.get(CELERY_PREFIX + name) is not None:
-                values[name] = celery_conf[CELERY_PREFIX + name]
+            elif (raw := environ.get(kind.env_var)) is not None:
+                values[name] = _parse(name, raw, f"environment variable {kind.env_var}")
+            elif celery_conf is not None and celery_conf.get(kind.celery_key) is not None:
+                values[name] = celery_conf[kind.celery_key]
         return cls(**values)
 
     def describe(self) -> dict[str, Any]:
@@ -131,17 +140,36 @@ class Settings:
 
 
 _NAMES = frozenset(f.name for f in fields(Settings))
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "max_degree_of_parallelism": int,
-    "batch_size": int,
-    "max_payload_bytes": int,
-    "poll_interval": float,
-    "lock_lease": float,
-    "eta_threshold": float,
-    "connect_timeout": float,
-    "fast_publish": lambda raw: _boolean(raw),
-    "fallback_to_celery": lambda raw: _boolean(raw),
-}
+
+
+@dataclass(frozen=True)
+class SettingKind:
+    """How one setting is read from text (an environment variable, a command-line option).
+
+    Derived from the field's type annotation, so a new field is readable from every source the
+    moment it is declared, and a field of a type nobody taught this module to read fails at
+    import, not silently at run time.
+    """
+
+    name: str
+    parse: Callable[[str], Any]
+    label: str  # what the text must be, for error messages and --help
+    default: Any
+    choices: tuple[str, ...] | None = None
+    optional: bool = False
+
+    @property
+    def is_flag(self) -> bool:
+        """True for an on/off setting (``--x/--no-x`` on the command line)."""
+        return self.parse is _boolean
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def celery_key(self) -> str:
+        return CELERY_PREFIX + self.name
 
 
 def _boolean(raw: str) -> bool:
@@ -153,12 +181,42 @@ def _boolean(raw: str) -> bool:
     raise ValueError(raw)
 
 
+def _kind_of(setting: Field[Any], annotation: Any) -> SettingKind:
+    name, default, optional = setting.name, setting.default, False
+    if isinstance(annotation, types.UnionType) or get_origin(annotation) is Union:
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(get_args(annotation))
+        if len(members) != 1:
+            raise TypeError(f"setting {name}: cannot read a union {annotation!r} from text")
+        annotation = members[0]
+    if get_origin(annotation) is Literal:
+        choices = tuple(str(c) for c in get_args(annotation))
+        return SettingKind(name, str, f"one of {', '.join(choices)}", default, choices, optional)
+    readers: dict[Any, tuple[Callable[[str], Any], str]] = {
+        bool: (_boolean, "boolean (true/false, yes/no, on/off, 1/0)"),
+        int: (int, "integer"),
+        float: (float, "number"),
+        str: (str, "string"),
+    }
+    if annotation not in readers:
+        raise TypeError(f"setting {name}: no reader for type {annotation!r}")
+    parse, label = readers[annotation]
+    return SettingKind(name, parse, label, default, None, optional)
+
+
+#: Every setting, in declaration order, with how to read it from text.
+SETTING_KINDS: tuple[SettingKind, ...] = tuple(
+    _kind_of(f, get_type_hints(Settings)[f.name]) for f in fields(Settings)
+)
+_KINDS = {kind.name: kind for kind in SETTING_KINDS}
+
+
 def _parse(name: str, raw: str, source: str) -> Any:
-    parser = _PARSERS.get(name, str)
+    kind = _KINDS[name]
     try:
-        return parser(raw.strip())
+        return kind.parse(raw.strip())
     except ValueError:
-        raise ConfigurationError(f"{source}={raw!r} is not a valid {parser.__name__}") from None
+        raise ConfigurationError(f"{source}={raw!r} is not a valid {kind.label}") from None
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:

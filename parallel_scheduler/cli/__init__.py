@@ -1,0 +1,88 @@
+"""The ``parallel-scheduler`` command: run the scheduler, manage jobs, show status, run the demo.
+
+Settings come from the options here, then ``PARALLEL_SCHEDULER_*`` variables, then the Celery
+app's configuration (``run --app``), then defaults (see ``settings.py``). Every error is one line
+``parallel-scheduler: error: …`` naming the problem, with credentials masked, and exit status 2;
+nothing is half-written. Every command names the store it opened on stderr.
+
+One module per group of commands: ``jobs`` (schedule, show, reschedule, list, cancel),
+``status``, ``recurring``, ``running`` (run, setup, demo, profile); ``options`` holds the argument
+types and the settings options, ``opening`` how a store is opened, ``render`` how rows are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from storage_adapters import mask_url
+
+from .. import __version__
+from ..errors import ParallelSchedulerError
+from ..settings import SETTING_KINDS
+from . import jobs, recurring, running, status
+from .options import GLOBAL_SETTINGS, add_setting_options
+from .status import status_report
+
+__all__ = ["build_parser", "main", "status_report"]
+
+logger = logging.getLogger("parallel_scheduler.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="parallel-scheduler",
+        description="Durable, parallel delayed job scheduling for Celery.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_setting_options(parser, GLOBAL_SETTINGS)
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        default="INFO",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    running.add_commands(commands)
+    jobs.add_commands(commands)
+    status.add_commands(commands)
+    recurring.add_commands(commands)
+    return parser
+
+
+def _masked(message: str, ns: argparse.Namespace) -> str:
+    """``message`` with every storage URL the command could have used masked."""
+    urls = [getattr(ns, "storage_url", None), getattr(ns, "broker_url", None)]
+    urls.extend(os.environ.get(kind.env_var) for kind in SETTING_KINDS)
+    for url in urls:
+        if url and "://" in url:
+            message = message.replace(url, mask_url(url))
+    return message
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    logging.basicConfig(
+        level=ns.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(ns.handler(ns))
+    except ParallelSchedulerError as exc:
+        print(f"parallel-scheduler: error: {_masked(str(exc), ns)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug, not bad input: one line here, the traceback on DEBUG
+        logger.debug("unexpected error", exc_info=True)
+        print(
+            f"parallel-scheduler: error: unexpected {type(exc).__name__}: "
+            f"{_masked(str(exc), ns)} (--log-level DEBUG shows where)",
+            file=sys.stderr,
+        )
+        return 2

@@ -1,0 +1,98 @@
+"""Opening the store a command works on, and saying which one it is.
+
+Every command names the store it opened on stderr (password masked; for SQLite also the file's
+absolute path), so a user who forgot ``--storage-url`` sees at once that they are looking at
+``./parallel-scheduler.db``. A read-only command (``list``, ``show``, ``status``, ``recurring
+list``) never creates a store: an SQLite file that does not exist is reported as "no store at
+<path>" instead of being created empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+import storage_adapters
+from storage_adapters import mask_url
+from storage_adapters.urls import scheme_of
+
+from ..client import Client
+from ..errors import ParallelSchedulerError
+from ..retrying import call_storage
+from ..settings import Settings
+from .options import overrides
+
+__all__ = [
+    "INTERACTIVE_RETRY_SECONDS",
+    "NoStoreError",
+    "announce_storage",
+    "describe_storage",
+    "open_client",
+    "read",
+    "sqlite_file",
+]
+
+T = TypeVar("T")
+#: A person waiting at a prompt wants an answer soon, not 30 s of silent retries.
+INTERACTIVE_RETRY_SECONDS = 3.0
+
+
+class NoStoreError(ParallelSchedulerError):
+    """A read-only command was pointed at a store that does not exist; nothing was created."""
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The absolute path of an SQLite URL's file; ``None`` for other schemes."""
+    if scheme_of(url) != "sqlite":
+        return None
+    try:
+        database = sa.engine.make_url(url).database
+    except sa.exc.ArgumentError:
+        return None  # the adapter refuses it with its own message when it is opened
+    return Path(database).absolute() if database and database != ":memory:" else None
+
+
+def describe_storage(url: str) -> str:
+    """``url`` with its password masked, and for SQLite the file it resolves to."""
+    path = sqlite_file(url)
+    return mask_url(url) if path is None else f"{mask_url(url)} (file {path})"
+
+
+def announce_storage(settings: Settings) -> None:
+    url = settings.storage_url or storage_adapters.DEFAULT_URL
+    print(f"parallel-scheduler: storage {describe_storage(url)}", file=sys.stderr)
+
+
+@contextmanager
+def open_client(ns: argparse.Namespace, *, read_only: bool = False) -> Iterator[Client]:
+    """A client on the store the options, environment and defaults name, set up and announced.
+
+    ``read_only``: refuse (``NoStoreError``) rather than create an SQLite file that is missing.
+    """
+    settings = Settings.load(overrides(ns))
+    url = settings.storage_url or storage_adapters.DEFAULT_URL
+    path = sqlite_file(url)
+    if read_only and path is not None and not path.exists():
+        raise NoStoreError(
+            f"no store at {path} ({mask_url(url)}); nothing was created. Pass --storage-url "
+            "or set PARALLEL_SCHEDULER_STORAGE_URL to the store your jobs are in"
+        )
+    announce_storage(settings)
+    client = Client(settings=settings, retry_for=INTERACTIVE_RETRY_SECONDS)
+    try:
+        client.setup()
+        yield client
+    finally:
+        client.close()
+
+
+def read(client: Client, fn: Callable[[], T]) -> T:
+    """A storage read, retried as briefly as every interactive call (``Client``'s own reads
+    decode rows, and the CLI must show even rows that do not decode)."""
+    return call_storage(fn, give_up_after=client.retry_for)

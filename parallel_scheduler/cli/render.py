@@ -1,0 +1,173 @@
+"""Showing stored rows to people: every row is shown, and a row that cannot be read is flagged.
+
+A store may hold a row this version cannot turn into a ``Job`` or ``RecurringJob``: a due time
+outside the documented range (``1e20``, ``-1e12``), NaN, a payload that is not JSON, a recurring
+schedule that no longer parses. ``list``, ``show``, ``status`` and ``recurring list`` exist to
+find exactly such rows, so one of them must never take the whole command down: each field is
+shown by the model (``Job``/``RecurringJob``) when it can, else field by field, and what is wrong
+is said in the row's ``problem``.
+
+Tables keep ids whole: on a terminal the id column folds instead of cutting, and when the output
+is piped it is tab-separated text with nothing shortened, so an id copied into ``cancel`` works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from storage_adapters import JobRecord, JobState, RecurringRecord
+
+from .. import limits
+from ..jobs import Job, decode_payload
+from ..recurring_jobs import RecurringJob
+
+__all__ = ["instant", "job_view", "print_table", "recurring_view"]
+
+
+def instant(name: str, epoch: object, problems: list[str]) -> str | None:
+    """``epoch`` as ISO 8601 UTC text; out of range or not a number: its raw text, and a
+    problem naming the field. ``None`` stays ``None``."""
+    if epoch is None:
+        return None
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
+        problems.append(f"{name} {epoch!r} is not a number")
+        return repr(epoch)
+    if not limits.in_range(float(epoch)):
+        problems.append(f"{name} {epoch!r} is outside the valid range")
+        return repr(epoch)
+    try:
+        return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
+    except (OverflowError, ValueError, OSError) as exc:
+        problems.append(f"{name} {epoch!r} cannot be shown as a date: {exc}")
+        return repr(epoch)
+
+
+def _seconds(value: object) -> object:
+    """A number for JSON: NaN and infinities are not JSON, so they become their text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
+
+
+def _payload(payload: object, problems: list[str]) -> tuple[Any, Any, Any]:
+    try:
+        return decode_payload(payload)  # type: ignore[arg-type]
+    except Exception as exc:
+        problems.append(f"payload cannot be decoded ({type(exc).__name__}: {exc})")
+        return None, None, None
+
+
+def _state(state: object) -> str:
+    return state.value if isinstance(state, JobState) else str(state)
+
+
+def _modelled(to_dict: Callable[[], dict[str, Any]]) -> dict[str, Any] | str:
+    """The model's own view of a row if it can make one that is strict JSON; else why not."""
+    try:
+        view = to_dict()
+        json.dumps(view, allow_nan=False)
+    except Exception as exc:  # any failure of one row's conversion: shown field by field instead
+        return f"{type(exc).__name__}: {exc}"
+    view.setdefault("problem", None)
+    return view
+
+
+def job_view(record: JobRecord) -> dict[str, Any]:
+    """A stored job as a JSON-ready dict (``Job.to_dict``'s keys, with ``problem``)."""
+    view = _modelled(lambda: Job.from_record(record).to_dict())
+    if isinstance(view, dict):
+        return view
+    problems: list[str] = []
+    times = {
+        name: instant(name, getattr(record, name), problems)
+        for name in ("due_at", "created_at", "updated_at")
+    }
+    args, kwargs, options = _payload(record.payload, problems)
+    return {
+        "id": str(record.id),
+        "task": str(record.task),
+        "args": args,
+        "kwargs": kwargs,
+        "options": options,
+        "due_at": times["due_at"],
+        "state": _state(record.state),
+        "attempts": _seconds(record.attempts),
+        "created_at": times["created_at"],
+        "updated_at": times["updated_at"],
+        "last_error": record.last_error,
+        "problem": "; ".join(problems) or f"cannot be read as a job ({view})",
+    }
+
+
+def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
+    try:
+        raw = json.loads(text)  # type: ignore[arg-type]
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except Exception as exc:
+        problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
+        return {"cron": None, "every": None, "timezone": None, "misfire_policy": None}
+    return {
+        "cron": raw.get("cron") or None,
+        "every": _seconds(raw.get("every")),
+        "timezone": raw.get("timezone"),
+        "misfire_policy": raw.get("misfire_policy"),
+    }
+
+
+def recurring_view(record: RecurringRecord) -> dict[str, Any]:
+    """A stored recurring job as a JSON-ready dict (``RecurringJob.to_dict``'s keys, with
+    ``problem``)."""
+    view = _modelled(lambda: RecurringJob.from_record(record).to_dict())
+    if isinstance(view, dict):
+        return view
+    problems: list[str] = []
+    times = {
+        name: instant(name, getattr(record, name), problems)
+        for name in ("next_run_at", "last_run_at")
+    }
+    args, kwargs, options = _payload(record.payload, problems)
+    schedule = _schedule_fields(record.schedule, problems)
+    return {
+        "id": str(record.id),
+        "task": str(record.task),
+        "args": args,
+        "kwargs": kwargs,
+        "options": options,
+        **schedule,
+        "enabled": record.enabled,
+        "next_run_at": times["next_run_at"],
+        "last_run_at": times["last_run_at"],
+        "problem": "; ".join(problems) or f"cannot be read as a recurring job ({view})",
+    }
+
+
+def _cell(value: object) -> str:
+    """One line of text: a tab or newline inside a value would break a piped row apart."""
+    text = "-" if value is None or value == "" else str(value)
+    return " ".join(text.split()) if any(c in text for c in "\t\r\n") else text
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A table on a terminal; tab-separated lines, nothing shortened, when piped. A row whose
+    last column (``problem``) says something is shown in yellow on a terminal."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    if not sys.stdout.isatty():
+        for line in [list(headers), *cells]:
+            print("\t".join(line))
+        return
+    table = Table(*headers)
+    for column in table.columns:
+        column.overflow = "fold"  # wrap long ids onto more lines, never cut them with "…"
+    for line in cells:
+        flagged = headers[-1] == "problem" and line[-1] != "-"
+        table.add_row(*line, style="yellow" if flagged else None)
+    Console(markup=False, highlight=False).print(table)

@@ -1,0 +1,141 @@
+"""``run`` (the scheduler process), ``setup``, ``demo`` and ``profile``.
+
+``run`` takes every setting as an option (derived from ``Settings``, see ``options``), and
+``run --once`` prints the settings its pass ran with next to the pass's stats. A pass that could
+not send a job exits 1 and says how many jobs stayed due, so a cron job or a health check that
+runs ``--once`` notices a broken broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from ..retrying import call_storage
+from ..service import SchedulerService
+from ..settings import RELEASE_MODES, SETTING_KINDS
+from .opening import announce_storage, open_client
+from .options import GLOBAL_SETTINGS, add_setting_options, overrides
+
+__all__ = ["add_commands"]
+
+#: ``run --once`` counts the jobs still due after a failed pass up to this many.
+DUE_COUNT_LIMIT = 100_000
+
+
+def add_commands(commands: Any) -> None:
+    run = commands.add_parser("run", help="run the scheduler process")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--app", help="Celery app to send through, as module:attribute")
+    source.add_argument("--broker-url", help="send through a bare Celery app on this broker")
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="run one pass, print its settings and stats, exit 1 if a job could not be sent",
+    )
+    add_setting_options(
+        run, [kind.name for kind in SETTING_KINDS if kind.name not in GLOBAL_SETTINGS]
+    )
+    run.set_defaults(handler=cmd_run)
+
+    setup = commands.add_parser("setup", help="create or upgrade the storage schema")
+    setup.set_defaults(handler=cmd_setup)
+
+    demo = commands.add_parser("demo", help="the embedded demo: SQLite + a real Celery worker")
+    demo.add_argument("--jobs", type=int, default=10_000)
+    demo.add_argument("--spread", type=float, default=10.0, help="seconds over which jobs fall due")
+    demo.add_argument("--max-degree-of-parallelism", type=int, default=4)
+    demo.add_argument("--batch-size", type=int, default=1000)
+    demo.add_argument("--release-mode", choices=RELEASE_MODES, default="batch")
+    demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
+    demo.set_defaults(handler=cmd_demo)
+
+    profile = commands.add_parser(
+        "profile", help="sweep batch size x parallelism, verified; table, JSON and PNG"
+    )
+    from ..profiling import add_arguments as add_profile_arguments
+
+    add_profile_arguments(profile)
+    profile.set_defaults(handler=cmd_profile)
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from ..celery import CeleryIntegration, app_for_broker, load_app
+
+    app = load_app(ns.app) if ns.app else app_for_broker(ns.broker_url)
+    integration = CeleryIntegration(app, overrides(ns))
+    announce_storage(integration.settings)
+    service = integration.make_service()
+    try:
+        logging.getLogger("parallel_scheduler").info(
+            "scheduler %s starting with %s", service.owner, service.settings.describe()
+        )
+        if ns.once:
+            return _run_once(service)
+        service.run()
+    finally:
+        service.close()
+    return 0
+
+
+def _run_once(service: SchedulerService) -> int:
+    recurring = service.recurring.run_once()
+    delayed = service.delayed.run_once()
+    report = {
+        "settings": service.settings.describe(),
+        "recurring": recurring.as_dict(),
+        "delayed": delayed.as_dict(),
+    }
+    print(json.dumps(report, indent=2))
+    if not delayed.lock_acquired:
+        print(
+            "parallel-scheduler: another scheduler holds the lock; this pass released nothing",
+            file=sys.stderr,
+        )
+    if not (delayed.failed or recurring.failed):
+        return 0
+    storage = service.storage
+    due = len(call_storage(lambda: storage.fetch_due_ids(DUE_COUNT_LIMIT), give_up_after=5.0))
+    failures = [
+        f"{count} {what}"
+        for count, what in (
+            (delayed.failed, "job(s) could not be sent"),
+            (recurring.failed, "recurring job(s) could not fire"),
+        )
+        if count
+    ]
+    shown = f"{due}+" if due >= DUE_COUNT_LIMIT else str(due)
+    print(
+        f"parallel-scheduler: error: {' and '.join(failures)}; {shown} job(s) stayed due "
+        "(the next pass tries them again)",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def cmd_setup(ns: argparse.Namespace) -> int:
+    with open_client(ns) as client:
+        print(f"schema ready in {client.storage!r}")
+    return 0
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    return run_demo(
+        jobs=ns.jobs,
+        spread=ns.spread,
+        max_degree_of_parallelism=ns.max_degree_of_parallelism,
+        batch_size=ns.batch_size,
+        release_mode=ns.release_mode,
+        workdir=ns.workdir,
+    )
+
+
+def cmd_profile(ns: argparse.Namespace) -> int:
+    from ..profiling import run_from_namespace
+
+    return run_from_namespace(ns)

@@ -1,0 +1,84 @@
+"""``status``: which store, how many jobs per state, the next due job and the lock holders.
+
+Read-only, and it never fails on what the store holds: a next due time that cannot be shown as a
+date (a row written out of range) is reported as its raw value with a problem, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+import storage_adapters
+from storage_adapters import LockLease
+
+from ..client import Client
+from ..delayed import DelayedJobScheduler
+from ..recurring import RecurringJobScheduler
+from .opening import describe_storage, open_client, read
+from .render import instant, print_table
+
+__all__ = ["add_commands", "status_report"]
+
+
+def add_commands(commands: Any) -> None:
+    status = commands.add_parser("status", help="counts per state, next due job, lock holders")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+
+
+def _seconds_until(epoch: float | None, now: float) -> float | None:
+    if epoch is None or not math.isfinite(epoch - now):
+        return None
+    return round(epoch - now, 3)
+
+
+def _holder(lease: LockLease | None, now: float) -> dict[str, Any] | None:
+    if lease is None:
+        return None
+    return {
+        "owner": lease.owner,
+        "token": lease.token,
+        "expires_in_seconds": _seconds_until(lease.expires_at, now),
+    }
+
+
+def status_report(client: Client) -> dict[str, Any]:
+    storage = client.storage
+    holder = read(client, lambda: storage.lock_holder(DelayedJobScheduler.LOCK_NAME))
+    recurring_holder = read(client, lambda: storage.lock_holder(RecurringJobScheduler.LOCK_NAME))
+    next_due = read(client, storage.next_due_at)
+    now = read(client, storage.now)
+    problems: list[str] = []
+    return {
+        "storage": describe_storage(client.settings.storage_url or storage_adapters.DEFAULT_URL),
+        "counts": client.counts(),
+        "next_due_at": instant("next due_at", next_due, problems),
+        "next_due_in_seconds": _seconds_until(next_due, now) if not problems else None,
+        "lock_holder": _holder(holder, now),
+        "recurring_jobs": read(client, storage.count_recurring),
+        "recurring_lock_holder": None if recurring_holder is None else recurring_holder.owner,
+        "settings": client.settings.describe(),
+        "problem": "; ".join(problems) or None,
+    }
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    with open_client(ns, read_only=True) as client:
+        report = status_report(client)
+    if ns.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"storage: {report['storage']}")
+    print_table(("state", "jobs"), list(report["counts"].items()))
+    print(f"next due: {report['next_due_at'] or '-'}")
+    holder = report["lock_holder"]
+    shown = "none" if holder is None else f"{holder['owner']} (token {holder['token']})"
+    print(f"lock holder: {shown}")
+    print(f"recurring lock holder: {report['recurring_lock_holder'] or 'none'}")
+    print(f"recurring jobs: {report['recurring_jobs']}")
+    if report["problem"]:
+        print(f"problem: {report['problem']}")
+    return 0

@@ -15,3 +15,7 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
 .venv/bin/python -m pytest "$@"
+echo "== package"
+# The wheel in a fresh virtualenv without the dev extras: the core install, then the README's
+# quick start with the [redis] extra against the real broker and worker, then [postgresql].
+.venv/bin/python scripts/package_check.py

@@ -26,6 +26,7 @@ from .base import (
     validate_job_id,
     validate_prefix,
 )
+from .extras import MissingExtraError, require_driver
 from .urls import InvalidStorageURLError, mask_url, scheme_of
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "JobState",
     "ListReleasingStorage",
     "LockLease",
+    "MissingExtraError",
     "NewJob",
     "NewRecurring",
     "ParallelSchedulerError",
@@ -75,9 +77,11 @@ def from_url(
 
         return SQLiteStorage(url, prefix=prefix)
     if scheme.startswith("postgres"):
+        require_driver("psycopg", "PostgreSQL storage")
         from .postgresql import PostgreSQLStorage
 
         return PostgreSQLStorage(url, prefix=prefix, pool_size=pool_size)
+    require_driver("redis", "Redis storage")
     from .redis import RedisStorage
 
     return RedisStorage(url, prefix=prefix, pool_size=pool_size)

@@ -9,10 +9,16 @@ app.parallel_scheduler.cancel(result.id)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from storage_adapters.extras import require_driver
+
 from .app_loading import app_for_broker, load_app
-from .idempotent import IdempotentTask
 from .integration import CeleryIntegration, get_integration, install
 from .signals import job_released, job_scheduled
+
+if TYPE_CHECKING:
+    from .idempotent import IdempotentTask
 
 __all__ = [
     "CeleryIntegration",
@@ -24,3 +30,14 @@ __all__ = [
     "job_scheduled",
     "load_app",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``IdempotentTask`` loads on first use: it needs the Redis driver (the ``[redis]`` extra),
+    which an app on another broker and storage may not have installed."""
+    if name == "IdempotentTask":
+        require_driver("redis", "IdempotentTask")
+        from .idempotent import IdempotentTask
+
+        return IdempotentTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,6 +34,7 @@ from ..jobs import JobSpec
 from ..recurring_jobs import RecurringJobs
 from ..service import SchedulerService
 from ..settings import Settings
+from .broker_extras import require_broker_transport
 from .call_options import carried_options, reasons_not_to_defer
 from .signals import job_released, job_scheduled
 
@@ -55,6 +56,7 @@ class CeleryIntegration:
 
     @cached_property
     def settings(self) -> Settings:
+        require_broker_transport(self.app)  # here, the first read of the app's configuration
         return Settings.load(self._overrides, celery_conf=self.app.conf)
 
     @property

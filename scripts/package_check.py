@@ -1,0 +1,406 @@
+"""Build the wheel and prove it works where the dev extras cannot hide a missing dependency.
+
+``make test`` runs in a virtualenv with every extra installed, so a dependency the package forgot
+to declare never shows there. This check builds the wheel from the working tree, installs it into
+fresh virtualenvs and runs what a user would:
+
+1. core install (``pip install <wheel>``): the Redis and PostgreSQL drivers are absent, every
+   public module imports, a SQLite ``Client`` round trip works, and Redis or PostgreSQL storage,
+   a Redis broker and ``IdempotentTask`` each stop with the ``pip install`` line that fixes it;
+2. ``[redis]`` added: the README's quick start against the real Redis broker with a real worker
+   and the real ``parallel-scheduler run`` scheduler: a below-threshold ``apply_async`` runs
+   through Celery, an above-threshold one is stored (Redis storage) and released;
+3. ``[postgresql]`` added: plain psycopg loads the system's libpq and a PostgreSQL ``Client``
+   round trip works.
+
+Servers come from ``PARALLEL_SCHEDULER_TEST_REDIS_URL`` and
+``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL`` (exported by ``scripts/test_services.py``), else the
+local defaults. Everything it starts is
+stopped by process id; keys and tables live under a unique name and are removed at the end. On
+failure it says which step failed, prints the processes' logs and keeps the temporary directory.
+Usage: ``.venv/bin/python scripts/package_check.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRESQL_URL = os.environ.get(
+    "PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+QUICK_START_DEADLINE = 60.0  # seconds for both quick-start calls to have run on the worker
+STEP_TIMEOUT = 300.0  # seconds for any one command (a pip install from an index included)
+
+
+class CheckFailed(Exception):
+    """One step of the check failed; the message says which and why."""
+
+
+def run(
+    step: str, cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> str:
+    """Run ``cmd`` to completion; its output, or ``CheckFailed`` naming the step."""
+    print(f"-- {step}", flush=True)
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CheckFailed(f"{step}: no answer within {STEP_TIMEOUT:.0f} s: {cmd}") from exc
+    if done.returncode != 0:
+        raise CheckFailed(
+            f"{step}: exit status {done.returncode}: {' '.join(cmd)}\n"
+            f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
+        )
+    return done.stdout
+
+
+def copy_tree(dest: Path) -> None:
+    """The working tree's files as git sees them (tracked and new, not ignored), so the build
+    sees exactly what a commit would ship and never writes into the shared tree."""
+    listed = run(
+        "list the source files", ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT
+    )
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a file deleted in the working tree is still listed by ls-files
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def build_wheel(tmp: Path) -> Path:
+    src, dist = tmp / "src", tmp / "dist"
+    src.mkdir()
+    copy_tree(src)
+    run(
+        "build the wheel",
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
+    )
+    (wheel,) = dist.glob("parallel_scheduler-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        text = archive.read(metadata).decode()
+    must = {
+        "LICENSE in the wheel": any(n.endswith(".dist-info/licenses/LICENSE") for n in names),
+        "the Redis Lua scripts in the wheel": any(
+            n.startswith("storage_adapters/lua/") for n in names
+        ),
+        "py.typed in the wheel": "parallel_scheduler/py.typed" in names,
+        "License-Expression: MIT": "License-Expression: MIT" in text,
+        "a Homepage project URL": "Project-URL: Homepage," in text,
+        "an Issues project URL": "Project-URL: Issues," in text,
+        "the redis extra": "Provides-Extra: redis" in text,
+        "the postgresql extra": "Provides-Extra: postgresql" in text,
+        "no hard dependency on a Redis or PostgreSQL driver": not [
+            line
+            for line in text.splitlines()
+            if line.startswith(("Requires-Dist: redis", "Requires-Dist: psycopg"))
+            and "extra ==" not in line
+        ],
+    }
+    missing = [what for what, ok in must.items() if not ok]
+    if missing:
+        raise CheckFailed(f"the wheel {wheel.name} lacks: {', '.join(missing)}")
+    print(f"   built {wheel.name}", flush=True)
+    return wheel
+
+
+CORE_PROBE = """
+import importlib, importlib.util, pkgutil, sys, uuid
+for driver in ("redis", "psycopg", "packaging"):
+    assert importlib.util.find_spec(driver) is None, f"{driver} is installed by the core install"
+import parallel_scheduler, storage_adapters
+for package in (parallel_scheduler, storage_adapters):
+    assert package.__file__.startswith(sys.prefix), f"{package.__file__} is not the wheel's"
+broken = []
+for package in (parallel_scheduler, storage_adapters):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        # Modules that exist only to speak to Redis need the [redis] extra, by design.
+        if module.name.endswith(("__main__", ".redis", "redis_recurring", "redis_publisher",
+                                 ".idempotent")):
+            continue
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:
+            broken.append(f"{module.name}: {exc!r}")
+assert not broken, "modules that do not import without extras: " + "; ".join(broken)
+
+from parallel_scheduler import Client
+client = Client(storage_url="sqlite:///" + sys.argv[1])
+client.setup()
+job_id = "core-" + uuid.uuid4().hex
+result = client.schedule("tasks.record", ["x"], countdown=3600, job_id=job_id)
+assert result.created and client.get(job_id).args == ["x"], "SQLite round trip: job not stored"
+assert client.cancel(job_id), "SQLite round trip: cancel failed"
+client.close()
+
+from storage_adapters import MissingExtraError, from_url
+for url, extra in (("redis://127.0.0.1:1/0", "[redis]"), ("postgresql://u@h:1/d", "[postgresql]")):
+    try:
+        from_url(url)
+    except MissingExtraError as exc:
+        assert f"pip install 'parallel-scheduler{extra}'" in str(exc), str(exc)
+    else:
+        raise AssertionError(f"from_url({url!r}) without the driver did not fail")
+try:
+    from parallel_scheduler.celery import IdempotentTask
+except MissingExtraError as exc:
+    assert "parallel-scheduler[redis]" in str(exc), str(exc)
+else:
+    raise AssertionError("IdempotentTask imported without the redis driver")
+
+from celery import Celery
+import parallel_scheduler.celery
+app = Celery("core", broker="redis://127.0.0.1:1/0")
+app.conf.parallel_scheduler_eta_threshold = 60
+parallel_scheduler.celery.install(app)
+@app.task(name="tasks.record")
+def record(what): ...
+try:
+    record.apply_async(("below",), countdown=1)
+except MissingExtraError as exc:
+    assert "parallel-scheduler[redis]" in str(exc), str(exc)
+else:
+    raise AssertionError("apply_async to a Redis broker without kombu's Redis transport worked")
+print("core install: ok")
+"""
+
+PROJECT = """
+# The README's quick start, on a unique queue so it cannot meet other tests' tasks.
+import os
+from pathlib import Path
+
+from celery import Celery
+
+import parallel_scheduler.celery
+
+app = Celery("proj", broker=os.environ["CHECK_BROKER_URL"])
+app.conf.parallel_scheduler_storage_url = os.environ["CHECK_BROKER_URL"]
+app.conf.parallel_scheduler_prefix = os.environ["CHECK_PREFIX"]
+app.conf.parallel_scheduler_eta_threshold = 1  # seconds
+app.conf.parallel_scheduler_poll_interval = 0.5
+app.conf.task_default_queue = os.environ["CHECK_QUEUE"]
+app.conf.worker_enable_remote_control = False
+parallel_scheduler.celery.install(app)
+
+
+@app.task(name="proj.record")
+def record(what):
+    with open(os.environ["CHECK_RAN_FILE"], "a") as ran:
+        ran.write(what + "\\n")
+"""
+
+CALLER = """
+import os, sys
+from proj import app, record
+record.apply_async(("below",), countdown=0.5)  # below the threshold: Celery as always
+result = record.apply_async(("above",), countdown=2)  # above it: stored durably
+job = app.parallel_scheduler.client.get(result.id)
+assert job is not None, f"the above-threshold call {result.id} is not in storage"
+print(result.id)
+"""
+
+CLEANUP = """
+import os, redis
+from parallel_scheduler import Client
+url, prefix = os.environ["CHECK_BROKER_URL"], os.environ["CHECK_PREFIX"]
+queue = os.environ["CHECK_QUEUE"]
+client = Client(storage_url=url, prefix=prefix)
+client.storage.drop()
+client.close()
+broker = redis.Redis.from_url(url)
+broker.delete(queue)
+for binding in broker.scan_iter(match="_kombu.binding.*"):
+    for member in broker.smembers(binding):
+        if queue.encode() in member:
+            broker.srem(binding, member)
+"""
+
+POSTGRESQL_PROBE = """
+import sys, uuid
+import psycopg
+assert psycopg.pq.__impl__ in ("python", "c"), f"psycopg uses {psycopg.pq.__impl__}, not libpq"
+from parallel_scheduler import Client
+client = Client(storage_url=sys.argv[1], prefix="pscheck" + uuid.uuid4().hex[:8])
+try:
+    client.setup()
+    result = client.schedule("tasks.record", ["x"], countdown=3600)
+    assert client.get(result.job_id).args == ["x"], "PostgreSQL round trip: job not stored"
+finally:
+    client.storage.drop()
+    client.close()
+print(f"postgresql extra: ok (psycopg {psycopg.__version__}, libpq {psycopg.pq.version()})")
+"""
+
+
+class Processes:
+    """Processes this check started, each with its log, stopped by pid at the end."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def start(self, name: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        log = self.logs / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.started.append((name, proc, log))
+        print(f"   started {name} (pid {proc.pid})", flush=True)
+
+    def check_alive(self) -> None:
+        for name, proc, _ in self.started:
+            if proc.poll() is not None:
+                raise CheckFailed(f"{name} exited early with status {proc.returncode}")
+
+    def stop(self) -> None:
+        for _, proc, _ in self.started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for _, proc, _ in self.started:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+    def print_logs(self) -> None:
+        for name, _, log in self.started:
+            print(f"== {name} log ({log}):\n{log.read_text(errors='replace')[-6000:]}")
+
+
+def quick_start(tmp: Path, python: Path, processes: Processes) -> None:
+    project = tmp / "project"
+    project.mkdir()
+    (project / "proj.py").write_text(textwrap.dedent(PROJECT))
+    ran = tmp / "ran.txt"
+    tag = uuid.uuid4().hex[:12]
+    env = {
+        **os.environ,
+        "CHECK_BROKER_URL": REDIS_URL,
+        "CHECK_PREFIX": f"pscheck_{tag}",
+        "CHECK_QUEUE": f"ps-package-check-{tag}",
+        "CHECK_RAN_FILE": str(ran),
+        "PYTHONPATH": str(project),
+    }
+    for name in [
+        n
+        for n in env
+        if n.startswith("PARALLEL_SCHEDULER_") and not n.startswith("PARALLEL_SCHEDULER_TEST_")
+    ]:
+        del env[name]  # the project's own configuration, not this shell's, is under test
+    bin_dir = python.parent
+    try:
+        processes.start(
+            "worker",
+            [
+                str(bin_dir / "celery"),
+                "-A",
+                "proj",
+                "worker",
+                "--pool",
+                "solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "INFO",
+            ],
+            project,
+            env,
+        )
+        processes.start(
+            "scheduler",
+            [
+                str(bin_dir / "parallel-scheduler"),
+                "--log-level",
+                "INFO",
+                "run",
+                "--app",
+                "proj:app",
+            ],
+            project,
+            env,
+        )
+        job_id = run(
+            "quick start: two apply_async calls", [str(python), "-c", CALLER], cwd=project, env=env
+        )
+        print(f"   stored the above-threshold call as job {job_id.strip()}", flush=True)
+        deadline = time.monotonic() + QUICK_START_DEADLINE
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            processes.check_alive()
+            seen = ran.read_text().split() if ran.exists() else []
+            if sorted(seen) == ["above", "below"]:
+                break
+            time.sleep(0.2)
+        else:
+            raise CheckFailed(
+                f"quick start: within {QUICK_START_DEADLINE:.0f} s the worker ran {seen}, "
+                "not both 'below' and 'above'"
+            )
+        print("quick start on the Redis broker: ok", flush=True)
+    finally:
+        processes.stop()
+        try:
+            run(
+                "remove the quick start's Redis keys",
+                [str(python), "-c", CLEANUP],
+                cwd=tmp,
+                env=env,
+            )
+        except CheckFailed as exc:  # say so, without hiding why the quick start failed
+            print(f"   (cleanup failed: {exc})", file=sys.stderr)
+
+
+def main() -> int:
+    tmp = Path(tempfile.mkdtemp(prefix="ps-package-check-"))
+    processes = Processes(tmp)
+    started = time.monotonic()
+    try:
+        wheel = build_wheel(tmp)
+        venv = tmp / "venv"
+        run("create a clean virtualenv", [sys.executable, "-m", "venv", str(venv)])
+        python = venv / "bin" / "python"
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        run("install the wheel without extras", [*pip, str(wheel)])
+        print(
+            run(
+                "core install: imports, SQLite round trip, errors naming the extras",
+                [str(python), "-c", CORE_PROBE, str(tmp / "core.db")],
+                cwd=tmp,
+            ).strip()
+        )
+        run("add the [redis] extra", [*pip, f"{wheel}[redis]"])
+        quick_start(tmp, python, processes)
+        run("add the [postgresql] extra", [*pip, f"{wheel}[postgresql]"])
+        print(
+            run(
+                "PostgreSQL round trip with plain psycopg",
+                [str(python), "-c", POSTGRESQL_PROBE, POSTGRESQL_URL],
+                cwd=tmp,
+            ).strip()
+        )
+    except CheckFailed as exc:
+        processes.print_logs()
+        print(f"package check FAILED: {exc}\n(kept {tmp} for inspection)", file=sys.stderr)
+        return 1
+    print(f"package check passed in {time.monotonic() - started:.0f} s")
+    shutil.rmtree(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

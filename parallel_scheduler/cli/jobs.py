@@ -82,7 +82,10 @@ def cmd_schedule(ns: argparse.Namespace) -> int:
             ns.task, ns.args, ns.kwargs, eta=ns.eta, countdown=ns.countdown, job_id=ns.job_id,
             **options,
         )  # fmt: skip
-    due = result.due_at.isoformat()  # the stored due time, also when the job existed already
+        due = result.due_at.isoformat()
+        if not result.created:  # show what is stored, not the due time this call asked for
+            record = read(client, lambda: client.storage.get_job(result.job_id))
+            due = due if record is None else str(job_view(record)["due_at"])
     if ns.json:
         _print_json({"id": result.job_id, "created": result.created, "due_at": due})
     elif result.created:

@@ -6,11 +6,18 @@ claim -> repeat while a full batch came back -> release the lock. Between passes
 sleeps until the next due time it peeked from storage, or the poll interval, whichever is sooner.
 Any number of scheduler processes may run; the lock makes one of them active at a time and
 another takes over within a lease when it dies.
+
+What a crash or a stall can duplicate is what was sent and not yet marked Enqueued: in
+``per_job`` mode one job per pool thread; in ``batch`` mode one ``CHUNK`` per pool thread, since
+each thread marks its chunk right after sending it, before it takes the next. So the bound is
+``max_degree_of_parallelism`` jobs, or ``min(batch_size, max_degree_of_parallelism * CHUNK)``.
+Jobs the one-script path moves (``release_to_lists``) are pushed and marked atomically: none.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -28,7 +35,10 @@ from .stats import Outcome, PassStats
 __all__ = ["DelayedJobScheduler"]
 
 logger = logging.getLogger("parallel_scheduler.delayed")
-MIN_CHUNK = 50  # batch mode: smaller chunks cost more in per-chunk overhead than they gain
+#: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
+#: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
+#: per-chunk round trips (a mark, and with ``fast_publish`` a broker push) than they gain.
+CHUNK = 50
 
 
 class DelayedJobScheduler(LockedScheduler):
@@ -82,6 +92,7 @@ class DelayedJobScheduler(LockedScheduler):
             return len(ids), Counter(outcomes)
         lease = self.settings.lock_lease
         moved: list[ClaimedJob] = []
+        claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
         if self._list_db is not None and isinstance(self.storage, ListReleasingStorage):
             db, storage = self._list_db, self.storage
             moved, claims = call_storage(
@@ -90,9 +101,10 @@ class DelayedJobScheduler(LockedScheduler):
             self._releaser.notify(moved)
         else:
             claims = call_storage(lambda: self.storage.claim_due(batch_size, held.lease, lease))
-        size = max(MIN_CHUNK, -(-len(claims) // self._pool.size))
-        chunks = [claims[i : i + size] for i in range(0, len(claims), size)]
-        counters = self._pool.map(lambda chunk: self._releaser.release_claims(chunk, held), chunks)
+        chunks = [claims[i : i + CHUNK] for i in range(0, len(claims), CHUNK)]
+        counters = self._pool.map(
+            lambda chunk: self._releaser.release_claims(chunk, held, claimed_at), chunks
+        )
         return len(moved) + len(claims), sum(counters, Counter({Outcome.RELEASED: len(moved)}))
 
     def _next_due_at(self) -> float | None:

@@ -4,6 +4,11 @@ The order is the guarantee: claim (the per-job lock) -> send -> mark Enqueued. A
 marked Enqueued before its dispatcher returned, and a failed send gives the claim back, so the job
 stays Scheduled. A crash between send and mark leaves a claim that the next pass recovers: the job
 may then be sent twice, never lost; the job id is the task id, so the worker side can tell.
+
+``release_claims`` is the unit of that window: it sends what it is given, then marks it, in the
+calling thread. The caller sizes what it hands over (one job per thread in ``per_job`` mode, one
+chunk per thread in ``batch`` mode, see ``delayed.py``), and that size is what a crash or a stall
+can duplicate.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -66,14 +72,22 @@ class Releaser:
         """Hangfire's per-job path: take the job's own lock, then hand it over."""
         if self._halted.is_set() or not lock.valid():
             return Outcome.STOPPED
+        claimed_at = time.monotonic()
         claim = call_storage(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
         if claim is None:
             return Outcome.NOT_CLAIMED
-        (outcome,) = self.release_claims([claim], lock).elements()
+        (outcome,) = self.release_claims([claim], lock, claimed_at).elements()
         return outcome
 
-    def release_claims(self, claims: Sequence[ClaimedJob], lock: HeldLock) -> Counter[Outcome]:
-        """Expire, send and acknowledge jobs this process has claimed."""
+    def release_claims(
+        self, claims: Sequence[ClaimedJob], lock: HeldLock, claimed_at: float
+    ) -> Counter[Outcome]:
+        """Expire, send and acknowledge jobs this process has claimed.
+
+        ``claimed_at``: ``time.monotonic()`` taken before the claim request went out, so
+        ``claimed_at + claim_lease`` is a local deadline no later than the claims' own; a send
+        that started before it was sent in time, whatever happened to the mark afterwards.
+        """
         outcomes: Counter[Outcome] = Counter()
         now = self._clock.now()
         expired = [c for c in claims if (at := _expires_at(c)) is not None and at <= now]
@@ -88,12 +102,13 @@ class Releaser:
             call_storage(lambda: self._storage.unclaim(live, "scheduler stopped before sending"))
             outcomes[Outcome.STOPPED] += len(live)
             return outcomes
-        sent, error = self._send(live, lock)
+        sent, started, error = self._send(live, lock)
         if sent:
             acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
-            self._report_fenced([c for c in sent if c.id not in acked])
-            outcomes[Outcome.FENCED] += len(sent) - len(acked)
+            fenced = [(c, at) for c, at in zip(sent, started, strict=True) if c.id not in acked]
+            self._report_fenced(fenced, claimed_at + self._claim_lease)
+            outcomes[Outcome.FENCED] += len(fenced)
             self.notify(sent)
         unsent = live[len(sent) :]
         if unsent and error is None:  # the lease ran out part-way: step aside, nothing failed
@@ -109,50 +124,83 @@ class Releaser:
 
     def _send(
         self, claims: list[ClaimedJob], lock: HeldLock
-    ) -> tuple[list[ClaimedJob], str | None]:
-        """Send ``claims`` with a few quick retries of the unsent tail; returns what went and
-        the error (``None`` also when the lease ran out, which is no failure of the broker).
+    ) -> tuple[list[ClaimedJob], list[float], str | None]:
+        """Send ``claims`` with a few quick retries of the unsent tail; returns what went, when
+        each of those sends started (``time.monotonic()``) and the error (``None`` also when the
+        lease ran out, which is no failure of the broker).
 
         The lock's local lease check runs before every send, so a holder frozen mid-batch does
-        not send the rest of it after another scheduler may have taken those jobs over.
+        not send the rest of it after another scheduler may have taken those jobs over. The
+        moment a check passes is taken as the start of the send it allows: a dispatcher asks
+        once per job, or once before an all-or-nothing send of the whole chunk.
         """
         sent: list[ClaimedJob] = []
+        started: list[float] = []
         remaining = claims
 
         def attempt() -> None:
             nonlocal remaining
+            checks: list[float] = []
+            attempt_started = time.monotonic()
+
+            def keep_going() -> bool:
+                if not lock.valid():
+                    return False
+                checks.append(time.monotonic())
+                return True
+
+            def went(count: int) -> None:
+                nonlocal remaining
+                sent.extend(remaining[:count])
+                times = checks or [attempt_started]
+                started.extend(times[min(i, len(times) - 1)] for i in range(count))
+                remaining = remaining[count:]
+
             try:
                 if len(remaining) == 1:
-                    if not lock.valid():
+                    if not keep_going():
                         raise lease_lost()
                     self._dispatcher.dispatch(remaining[0])
                 else:
-                    self._dispatcher.dispatch_many(remaining, lock.valid)
+                    self._dispatcher.dispatch_many(remaining, keep_going)
             except BatchDispatchError as exc:
-                sent.extend(remaining[: exc.sent])
-                remaining = remaining[exc.sent :]
+                went(exc.sent)
                 if isinstance(exc.cause, LeaseLost):
                     raise exc.cause from exc
                 raise
-            sent.extend(remaining)
-            remaining = []
+            went(len(remaining))
 
         try:
             call_dispatcher(attempt)
         except LeaseLost:
             logger.warning("lock lease ran out; %d claimed job(s) left unsent", len(remaining))
-            return sent, None
+            return sent, started, None
         except Exception as exc:
             logger.error("handing %d job(s) to the worker system failed: %s", len(remaining), exc)
-            return sent, f"{type(exc).__name__}: {exc}"
-        return sent, None
+            return sent, started, f"{type(exc).__name__}: {exc}"
+        return sent, started, None
 
-    def _report_fenced(self, fenced: list[ClaimedJob]) -> None:
-        for claim in fenced:
+    def _report_fenced(self, fenced: list[tuple[ClaimedJob, float]], deadline: float) -> None:
+        """Say truthfully why a sent job could not be marked: another scheduler recovered its
+        claim first, so it may be sent again. Judged by when each send started: before the
+        claim's deadline it was sent in time and only the mark came late (this process stalled,
+        or storage was unreachable, between send and mark); after it, the send itself was late.
+        """
+        in_time = [claim.id for claim, at in fenced if at < deadline]
+        if in_time:
             logger.warning(
-                "job %s was sent after its claim expired and was recovered; it may run twice",
-                claim.id,
+                "%d job(s) were sent while their claim was valid, but their claim ran out and was "
+                "recovered before the send could be recorded (this process stalled or lost "
+                "storage between send and mark); they may run twice: %s",
+                len(in_time),
+                ", ".join(in_time),
             )
+        for claim, at in fenced:
+            if at >= deadline:
+                logger.warning(
+                    "job %s was sent after its claim expired and was recovered; it may run twice",
+                    claim.id,
+                )
 
     def notify(self, sent: Sequence[ClaimedJob]) -> None:
         """Tell the listeners about jobs the broker took (here, or by a storage script)."""

@@ -3,6 +3,13 @@ that sleeps until the next due time (or a wake-up), backs off while passes fail,
 gracefully: in-flight work finishes and the lock is released.
 
 ``DelayedJobScheduler`` and ``RecurringJobScheduler`` differ only in what one pass does.
+
+Take-over: a holder that dies keeps the lock until its lease runs out (at most ``lock_lease``
+after its last renewal, so at most one lease after its death). A scheduler that does not hold
+the lock never sleeps longer than one lease between attempts to take it (not even while backing
+off after failures), so a dead holder is replaced within ``lock_lease`` plus
+``min(poll_interval, lock_lease)``: about 11 s with the defaults. A holder that stops gracefully
+releases the lock, and the next attempt takes it at once.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from .settings import Settings
 __all__ = ["LockedScheduler", "default_owner"]
 
 logger = logging.getLogger("parallel_scheduler.loop")
+#: The longest sleep after failing passes; never more than one lock lease (see the docstring).
 MAX_BACKOFF = 30.0
 
 
@@ -103,6 +111,7 @@ class LockedScheduler(ABC):
         """Run passes until ``stop()`` (or SIGINT/SIGTERM): in-flight work finishes, lock freed."""
         restore = self._install_signal_handlers() if install_signal_handlers else {}
         backoff = 0.0
+        max_backoff = min(MAX_BACKOFF, self.settings.lock_lease)
         try:
             while not self._stopping.is_set():
                 try:
@@ -112,7 +121,7 @@ class LockedScheduler(ABC):
                     stats = self._new_stats(False)
                     stats.failed = 1
                 if stats.failed:
-                    backoff = min(MAX_BACKOFF, max(0.5, backoff * 2))
+                    backoff = min(max_backoff, max(0.5, backoff * 2))
                     delay = backoff
                 else:
                     backoff = 0.0
@@ -126,8 +135,8 @@ class LockedScheduler(ABC):
 
     def _delay_after(self, stats: Stats) -> float:
         poll = self.settings.poll_interval
-        if not stats.lock_acquired:
-            return poll
+        if not stats.lock_acquired:  # try again within a lease: take-over must not wait longer
+            return min(poll, self.settings.lock_lease)
         try:
             next_due = self._next_due_at()
             now = self._clock.now()

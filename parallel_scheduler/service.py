@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -23,6 +24,10 @@ from .settings import Settings
 __all__ = ["SchedulerService"]
 
 logger = logging.getLogger("parallel_scheduler.service")
+#: How long ``stop()`` waits for the passes in flight to end. A pass ends once its batch in
+#: flight is sent and marked, which can outlast a lock lease (the lock is renewed meanwhile), so
+#: the wait is not tied to the lease: at least this long, or one lease if that is longer.
+STOP_GRACE = 30.0
 
 
 class SchedulerService:
@@ -90,8 +95,11 @@ class SchedulerService:
         self._stopped.set()
         for scheduler in (self.delayed, self.recurring):
             scheduler.stop()
+        deadline = time.monotonic() + max(STOP_GRACE, self.settings.lock_lease)
         for thread in self._threads:
-            thread.join(timeout=self.settings.lock_lease)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                logger.warning("%s is still finishing its pass; not waiting longer", thread.name)
         self._threads.clear()
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +21,7 @@ from parallel_scheduler import (
     Settings,
 )
 from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.delayed import CHUNK
 from parallel_scheduler.release import Releaser
 from storage_adapters import ClaimedJob, Storage
 from tests.waiting import wait_until
@@ -225,7 +228,8 @@ def test_a_batch_stops_sending_when_the_lease_runs_out_mid_way(storage: Storage)
     recorder = Recorder()
     releaser = Releaser(storage, CallableDispatcher(recorder), StorageClock(storage), 30)
     # When the batch is released (1 check before sending, then 1 before each job)
-    outcomes = releaser.release_claims(claims, LeaseRunningOut(lease, 4))  # type: ignore[arg-type]
+    lock = LeaseRunningOut(lease, 4)
+    outcomes = releaser.release_claims(claims, lock, time.monotonic())  # type: ignore[arg-type]
     # Then only 3 were sent; the rest went back to Scheduled, stopped rather than failed
     assert len(recorder.ids) == 3
     assert outcomes[Outcome.RELEASED] == 3
@@ -233,3 +237,138 @@ def test_a_batch_stops_sending_when_the_lease_runs_out_mid_way(storage: Storage)
     assert outcomes[Outcome.FAILED] == 0
     assert not releaser.halted
     assert storage.count_by_state()[JobState.SCHEDULED] == 7
+
+
+def test_batch_mode_marks_each_chunk_before_its_thread_sends_the_next(storage: Storage) -> None:
+    """What a crash or a stall can send twice is what was sent and not yet marked: at most one
+    chunk per pool thread, because each thread marks its chunk before it sends the next."""
+    # Given a due batch four times what two threads would send as one chunk each
+    due = due_jobs(storage, 8 * CHUNK)
+    sent_by: dict[str, list[str]] = {}
+    unmarked_too_long: list[tuple[str, str]] = []
+
+    def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        mine = sent_by.setdefault(threading.current_thread().name, [])
+        if len(mine) >= CHUNK:  # a whole chunk ago: that send must be marked by now
+            earlier = storage.get_job(mine[-CHUNK])
+            if earlier is None or earlier.state is not JobState.ENQUEUED:
+                unmarked_too_long.append((mine[-CHUNK], job_id))
+        mine.append(job_id)
+
+    scheduler = DelayedJobScheduler(
+        storage,
+        CallableDispatcher(send),
+        Settings(release_mode="batch", max_degree_of_parallelism=2, batch_size=8 * CHUNK),
+    )
+    # When one pass releases it
+    stats = scheduler.run_once()
+    scheduler.close()
+    # Then every job went once, and no thread sent a job while one it had sent a chunk earlier
+    # was still unmarked
+    assert stats.released == len(due)
+    assert sorted(i for ids in sent_by.values() for i in ids) == sorted(due)
+    assert len(sent_by) == 2
+    assert unmarked_too_long == []
+
+
+class AlwaysHeld:
+    """A held lock whose local check always says yes: a holder that does not notice a stall."""
+
+    def __init__(self, lease: Any) -> None:
+        self.lease = lease
+
+    def valid(self) -> bool:
+        return True
+
+
+def test_a_mark_refused_after_a_stall_is_reported_by_when_the_send_started(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given three jobs claimed under a short claim lease
+    ids = due_jobs(storage, 3)
+    claim_lease = 0.5
+    lease = storage.acquire_lock(DelayedJobScheduler.LOCK_NAME, "stalls", 30)
+    assert lease is not None
+    claimed_at = time.monotonic()
+    claims = storage.claim_due(3, lease, claim_lease)
+    first = claims[0].id
+    sent: list[str] = []
+
+    # And a process that, right after handing the first job over, stalls past the claims'
+    # lease while another scheduler recovers them
+    def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        sent.append(job_id)
+        if job_id == first:
+            wait_until(lambda: storage.recover_expired_claims() > 0, timeout=10)
+
+    releaser = Releaser(storage, CallableDispatcher(send), StorageClock(storage), claim_lease)
+    # When it resumes, sends the other two and tries to mark all three
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.release"):
+        outcomes = releaser.release_claims(claims, AlwaysHeld(lease), claimed_at)  # type: ignore[arg-type]
+    # Then none is marked, and each is reported for what happened to it: the first was sent
+    # in time and only its mark came late; the other two were sent after their claim expired
+    assert sorted(sent) == sorted(ids)
+    assert outcomes[Outcome.FENCED] == 3
+    in_time = [r.getMessage() for r in caplog.records if "while their claim was valid" in r.message]
+    late = [r.getMessage() for r in caplog.records if "after its claim expired" in r.message]
+    assert len(in_time) == 1 and in_time[0].startswith("1 job(s)") and first in in_time[0]
+    assert sorted(m.split()[1] for m in late) == sorted(set(ids) - {first})
+
+
+@pytest.mark.parametrize("adapter_kind", ["sqlite"], indirect=True)
+def test_a_waiting_scheduler_tries_the_lock_again_within_a_lease(storage: Storage) -> None:
+    """A poll interval longer than the lease must not delay a take-over past the lease."""
+    # Given a holder that died holding the lock, and a due job
+    lease = 1.0
+    assert storage.acquire_lock(DelayedJobScheduler.LOCK_NAME, "dead", lease) is not None
+    died_at = time.monotonic()
+    due = due_jobs(storage, 1)
+    recorder = Recorder()
+    scheduler = make_scheduler(storage, recorder, poll_interval=60, lock_lease=lease)
+    # When a scheduler with a one-minute poll interval starts waiting for the lock
+    thread = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    thread.start()
+    try:
+        # Then it takes over and releases the job within a lease, a retry and some slack
+        wait_until(lambda: recorder.ids == due, timeout=lease + lease + 3)
+        assert time.monotonic() - died_at >= lease * 0.9  # not before the dead lease ran out
+    finally:
+        scheduler.stop()
+        thread.join(timeout=10)
+        scheduler.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter_kind", ["sqlite"], indirect=True)
+def test_back_off_after_failing_passes_stays_within_a_lease(storage: Storage) -> None:
+    """A scheduler whose passes keep failing still comes back at least once per lease, so it
+    releases soon after the failure ends (and takes the lock over in time if another died)."""
+    # Given a due job and a broker that refuses every send for 8 s
+    lease = 1.0
+    outage = 8.0
+    due = due_jobs(storage, 1)
+    broker_back_at = time.monotonic() + outage
+    sent: list[str] = []
+
+    def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        if time.monotonic() < broker_back_at:
+            raise ConnectionError("broker unreachable")
+        sent.append(job_id)
+
+    scheduler = DelayedJobScheduler(
+        storage, CallableDispatcher(send), Settings(lock_lease=lease, poll_interval=0.05)
+    )
+    thread = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    thread.start()
+    try:
+        # Then the job goes within a lease of the broker's return (with slack for a busy
+        # machine), not after a back-off grown to 30 s (8 s here: 0.5, 1, 2, 4, then 8)
+        wait_until(lambda: sent == due, timeout=outage + lease + 2.5)
+    finally:
+        scheduler.stop()
+        thread.join(timeout=10)
+        scheduler.close()

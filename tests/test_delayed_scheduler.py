@@ -23,6 +23,7 @@ from parallel_scheduler import (
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed import CHUNK
 from parallel_scheduler.release import Releaser
+from parallel_scheduler.service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
 from tests.waiting import wait_until
 
@@ -372,3 +373,35 @@ def test_back_off_after_failing_passes_stays_within_a_lease(storage: Storage) ->
         scheduler.stop()
         thread.join(timeout=10)
         scheduler.close()
+
+
+@pytest.mark.parametrize("adapter_kind", ["sqlite"], indirect=True)
+def test_service_stop_waits_for_a_pass_that_outlasts_the_lease(storage: Storage) -> None:
+    """``stop()`` returns once the work in flight is done and the locks are free, even when a
+    slow send keeps the pass going for longer than a lock lease (renewed meanwhile)."""
+    # Given a service whose broker takes 2.5 leases to take one job
+    lease = 1.0
+    due = due_jobs(storage, 1)
+    sending = threading.Event()
+    sent: list[str] = []
+
+    def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        sending.set()
+        time.sleep(2.5 * lease)  # a slow broker round trip, not a wait for a condition
+        sent.append(job_id)
+
+    service = SchedulerService(
+        storage, CallableDispatcher(send), Settings(lock_lease=lease, poll_interval=0.05)
+    )
+    service.start()
+    try:
+        # When it is stopped while that send is under way
+        assert sending.wait(timeout=10)
+        service.stop()
+        # Then the send finished, the job is marked, and the lock is free when stop returns
+        assert sent == due
+        job = storage.get_job(due[0])
+        assert job is not None and job.state is JobState.ENQUEUED
+        assert storage.lock_holder(DelayedJobScheduler.LOCK_NAME) is None
+    finally:
+        service.close()

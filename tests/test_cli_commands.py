@@ -7,6 +7,7 @@ one, ids that stay whole when output is piped, bad instants refused at the parse
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -170,6 +171,19 @@ def test_piped_tables_keep_ids_whole(store: list[str], capsys: pytest.CaptureFix
     assert [row[0] for row in rows[1:]] == [long_id, "short"]
     # an id copied from the listing cancels the job
     assert run_cli([*store, "cancel", rows[1][0]], capsys)[0] == 0
+
+
+def test_terminal_tables_fold_ids_instead_of_cutting_them(
+    store: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_id = "T" * 120 + "-" + "y" * 79
+    run_cli([*store, "schedule", "t.f", "--id", long_id, "--countdown", "60"], capsys)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # as if printed on a terminal
+    code, out, _ = run_cli([*store, "list"], capsys)
+    assert code == 0 and "…" not in out
+    body = out.split("╇")[-1].splitlines()[1:]  # the rows under the header rule
+    id_cells = [line.split("│")[1].strip() for line in body if line.startswith("│")]
+    assert "".join(id_cells) == long_id
 
 
 @pytest.mark.parametrize(

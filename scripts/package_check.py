@@ -223,7 +223,10 @@ client.storage.drop()
 client.close()
 broker = redis.Redis.from_url(url)
 broker.delete(queue)
-for binding in broker.scan_iter(match="_kombu.binding.*"):
+for binding in broker.scan_iter(match="_kombu.binding*"):  # and kombu's binding_permanent
+    if queue.encode() in binding:  # the exchange named after the queue
+        broker.delete(binding)
+        continue
     for member in broker.smembers(binding):
         if queue.encode() in member:
             broker.srem(binding, member)

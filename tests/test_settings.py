@@ -78,3 +78,40 @@ def test_mask_url_hides_passwords_in_the_query_too() -> None:
     )
     assert mask_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert mask_url("postgresql://app@host/db") == "postgresql://app@host/db"
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "expected"),
+    [
+        ("PARALLEL_SCHEDULER_FAST_PUBLISH", "yes", True),
+        ("PARALLEL_SCHEDULER_FALLBACK_TO_CELERY", "On", True),
+        ("PARALLEL_SCHEDULER_FAST_PUBLISH", "0", False),
+        ("PARALLEL_SCHEDULER_ETA_THRESHOLD", " 90 ", 90.0),
+        ("PARALLEL_SCHEDULER_CONNECT_TIMEOUT", "0.5", 0.5),
+    ],
+)
+def test_environment_values_are_read_by_the_fields_type(
+    variable: str, raw: str, expected: object
+) -> None:
+    name = variable.removeprefix("PARALLEL_SCHEDULER_").lower()
+    assert getattr(Settings.load(environ={variable: raw}), name) == expected
+
+
+def test_a_bad_boolean_names_the_variable_and_what_it_must_be() -> None:
+    with pytest.raises(ConfigurationError, match=r"FAST_PUBLISH='maybe' is not a valid boolean"):
+        Settings.load(environ={"PARALLEL_SCHEDULER_FAST_PUBLISH": "maybe"})
+
+
+def test_a_setting_type_that_cannot_be_read_from_text_fails_loudly() -> None:
+    # A new field whose type no reader handles is refused when the readers are derived (at
+    # import), instead of being read as a string and failing later, far from its cause.
+    from dataclasses import dataclass, fields
+
+    from parallel_scheduler.settings import _kind_of
+
+    @dataclass
+    class WithAList:
+        hosts: list[str]
+
+    with pytest.raises(TypeError, match="hosts"):
+        _kind_of(fields(WithAList)[0], list[str])

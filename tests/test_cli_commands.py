@@ -16,6 +16,7 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import JobState, __version__
+from parallel_scheduler.cli import jobs as cli_jobs
 from parallel_scheduler.cli import main
 
 
@@ -228,3 +229,22 @@ def test_run_once_exits_non_zero_when_a_job_could_not_be_sent(
     assert elapsed < 30  # the send retries are bounded
     (record,) = stored_jobs(db)
     assert record.state is JobState.SCHEDULED and record.last_error
+
+
+def test_an_unexpected_error_is_one_line_with_the_url_masked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given a command that fails with an error that is not one of ours (a bug)
+    url = "postgresql://app:hunter2@127.0.0.1:1/none"
+
+    def broken(ns: object) -> int:
+        raise RuntimeError(f"cannot talk to {url}")
+
+    monkeypatch.setattr(cli_jobs, "cmd_list", broken)
+    code, out, err = run_cli(["--storage-url", url, "list"], capsys)
+    # Then: one line, exit 2, no traceback, no password
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "parallel-scheduler: error: unexpected RuntimeError: cannot talk to "
+        "postgresql://app:***@127.0.0.1:1/none (--log-level DEBUG shows where)"
+    ]

@@ -118,6 +118,16 @@ class SchedulerProcess(ChildProcess):
         return owner.startswith(f"{self.name}:{self.pid}:")
 
 
+def lock_holder_process(
+    storage: Storage, processes: Sequence[SchedulerProcess], lock: str = "delayed-scheduler"
+) -> SchedulerProcess | None:
+    """Which of ``processes`` holds ``lock`` right now, if any of them does."""
+    lease = storage.lock_holder(lock)
+    if lease is None:
+        return None
+    return next((p for p in processes if p.owns(lease.owner)), None)
+
+
 def read_dispatches(paths: Iterable[Path]) -> list[Dispatch]:
     dispatches = []
     for path in paths:

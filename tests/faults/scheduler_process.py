@@ -9,6 +9,10 @@ with a single ``write`` on an ``O_APPEND`` descriptor, so a line is either whole
 when the process is killed. ``--dispatch-delay`` makes each hand-off take that long, like a broker
 round trip, so a fault can land in the middle of a batch.
 
+``--broker-url redis://…`` sends through the fast publish path (``RedisPublisher``, one atomic
+push per chunk) to that Redis broker instead, where the test counts the messages; with Redis
+storage on the same server and ``--release-mode batch``, that is the one-script release.
+
 ``--clock-offset`` shifts this process's ``time.time`` (and ``time_ns``) before anything else is
 imported: the process believes it is that many seconds ahead (or behind, if negative) of the real
 clock, as a host with a skewed clock would. Recorded times are always the real clock's.
@@ -45,6 +49,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ready", required=True)
     parser.add_argument("--clock-offset", type=float, default=0.0)
     parser.add_argument("--dispatch-delay", type=float, default=0.0)
+    parser.add_argument("--broker-url")
     parser.add_argument("--release-mode", default="per_job")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--parallelism", type=int, default=4)
@@ -65,7 +70,7 @@ def main(argv: list[str]) -> int:
     from typing import Any
 
     import storage_adapters
-    from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
+    from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Dispatcher, Settings
 
     logging.basicConfig(
         level=logging.INFO,
@@ -80,6 +85,11 @@ def main(argv: list[str]) -> int:
             time.sleep(delay)
         os.write(fd, f"{job_id} {_real_time():.6f} {ns.name}\n".encode())
 
+    dispatcher: Dispatcher = CallableDispatcher(record)
+    if ns.broker_url:
+        from tests.faults.broker_messages import fast_publisher
+
+        dispatcher = fast_publisher(ns.broker_url)
     settings = Settings(
         release_mode=ns.release_mode,
         batch_size=ns.batch_size,
@@ -93,9 +103,7 @@ def main(argv: list[str]) -> int:
         storage.setup()
         owner = f"{ns.name}:{os.getpid()}:{prefix}"
         schedulers.append(
-            DelayedJobScheduler(
-                storage, CallableDispatcher(record), settings, owner=owner, owns_storage=True
-            )
+            DelayedJobScheduler(storage, dispatcher, settings, owner=owner, owns_storage=True)
         )
 
     def stop(signum: int, frame: FrameType | None) -> None:

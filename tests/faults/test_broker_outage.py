@@ -94,7 +94,7 @@ def test_broker_outage_keeps_jobs_scheduled_until_it_returns(
     # When the broker returns, every job is released and run once
     broker_server.start()
     back_at = time.monotonic()
-    # (the scheduler's back-off between failing passes reaches MAX_BACKOFF = 30 s, and Celery's
+    # (the scheduler's back-off between failing passes grows to one lock lease, and Celery's
     # worker retries its connection every 2, 4, 6, ... s: both decide how soon this happens)
     wait_until(lambda: counts(storage)[JobState.ENQUEUED] == BEFORE + DURING, timeout=90)
     released_in = time.monotonic() - back_at

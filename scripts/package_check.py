@@ -5,8 +5,9 @@ to declare never shows there. This check builds the wheel from the working tree,
 fresh virtualenvs and runs what a user would:
 
 1. core install (``pip install <wheel>``): the Redis and PostgreSQL drivers are absent, every
-   public module imports, a SQLite ``Client`` round trip works, and Redis or PostgreSQL storage,
-   a Redis broker and ``IdempotentTask`` each stop with the ``pip install`` line that fixes it;
+   public module imports, a SQLite ``Client`` round trip works, Redis or PostgreSQL storage,
+   a Redis broker and ``IdempotentTask`` each stop with the ``pip install`` line that fixes it,
+   and ``parallel-scheduler demo`` (SQLite, an embedded broker, a real worker) passes;
 2. ``[redis]`` added: the README's quick start against the real Redis broker with a real worker
    and the real ``parallel-scheduler run`` scheduler: a below-threshold ``apply_async`` runs
    through Celery, an above-threshold one is stored (Redis storage) and released;
@@ -227,6 +228,8 @@ for binding in broker.scan_iter(match="_kombu.binding*"):  # and kombu's binding
     if queue.encode() in binding:  # the exchange named after the queue
         broker.delete(binding)
         continue
+    if broker.type(binding) != b"set":
+        continue
     for member in broker.smembers(binding):
         if queue.encode() in member:
             broker.srem(binding, member)
@@ -386,6 +389,21 @@ def main() -> int:
                 cwd=tmp,
             ).strip()
         )
+        run(
+            "core install: the demo (SQLite and an embedded broker, a real worker)",
+            [
+                str(venv / "bin" / "parallel-scheduler"),
+                "demo",
+                "--jobs",
+                "200",
+                "--spread",
+                "2",
+                "--workdir",
+                str(tmp / "demo"),
+            ],
+            cwd=tmp,
+        )
+        print("core install: demo ok", flush=True)
         run("add the [redis] extra", [*pip, f"{wheel}[redis]"])
         quick_start(tmp, python, processes)
         run("add the [postgresql] extra", [*pip, f"{wheel}[postgresql]"])

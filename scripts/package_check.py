@@ -30,13 +30,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import uuid
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PROBES = Path(__file__).resolve().parent / "package_probes"  # programs run in the fresh venv
 REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRESQL_URL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -119,139 +119,6 @@ def build_wheel(tmp: Path) -> Path:
     return wheel
 
 
-CORE_PROBE = """
-import importlib, importlib.util, pkgutil, sys, uuid
-for driver in ("redis", "psycopg", "packaging"):
-    assert importlib.util.find_spec(driver) is None, f"{driver} is installed by the core install"
-import parallel_scheduler, storage_adapters
-for package in (parallel_scheduler, storage_adapters):
-    assert package.__file__.startswith(sys.prefix), f"{package.__file__} is not the wheel's"
-broken = []
-for package in (parallel_scheduler, storage_adapters):
-    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-        # Modules that exist only to speak to Redis need the [redis] extra, by design.
-        if module.name.endswith(("__main__", ".redis", "redis_recurring", "redis_publisher",
-                                 ".idempotent")):
-            continue
-        try:
-            importlib.import_module(module.name)
-        except Exception as exc:
-            broken.append(f"{module.name}: {exc!r}")
-assert not broken, "modules that do not import without extras: " + "; ".join(broken)
-
-from parallel_scheduler import Client
-client = Client(storage_url="sqlite:///" + sys.argv[1])
-client.setup()
-job_id = "core-" + uuid.uuid4().hex
-result = client.schedule("tasks.record", ["x"], countdown=3600, job_id=job_id)
-assert result.created and client.get(job_id).args == ["x"], "SQLite round trip: job not stored"
-assert client.cancel(job_id), "SQLite round trip: cancel failed"
-client.close()
-
-from storage_adapters import MissingExtraError, from_url
-for url, extra in (("redis://127.0.0.1:1/0", "[redis]"), ("postgresql://u@h:1/d", "[postgresql]")):
-    try:
-        from_url(url)
-    except MissingExtraError as exc:
-        assert f"pip install 'parallel-scheduler{extra}'" in str(exc), str(exc)
-    else:
-        raise AssertionError(f"from_url({url!r}) without the driver did not fail")
-try:
-    from parallel_scheduler.celery import IdempotentTask
-except MissingExtraError as exc:
-    assert "parallel-scheduler[redis]" in str(exc), str(exc)
-else:
-    raise AssertionError("IdempotentTask imported without the redis driver")
-
-from celery import Celery
-import parallel_scheduler.celery
-app = Celery("core", broker="redis://127.0.0.1:1/0")
-app.conf.parallel_scheduler_eta_threshold = 60
-parallel_scheduler.celery.install(app)
-@app.task(name="tasks.record")
-def record(what): ...
-try:
-    record.apply_async(("below",), countdown=1)
-except MissingExtraError as exc:
-    assert "parallel-scheduler[redis]" in str(exc), str(exc)
-else:
-    raise AssertionError("apply_async to a Redis broker without kombu's Redis transport worked")
-print("core install: ok")
-"""
-
-PROJECT = """
-# The README's quick start, on a unique queue so it cannot meet other tests' tasks.
-import os
-from pathlib import Path
-
-from celery import Celery
-
-import parallel_scheduler.celery
-
-app = Celery("proj", broker=os.environ["CHECK_BROKER_URL"])
-app.conf.parallel_scheduler_storage_url = os.environ["CHECK_BROKER_URL"]
-app.conf.parallel_scheduler_prefix = os.environ["CHECK_PREFIX"]
-app.conf.parallel_scheduler_eta_threshold = 1  # seconds
-app.conf.parallel_scheduler_poll_interval = 0.5
-app.conf.task_default_queue = os.environ["CHECK_QUEUE"]
-app.conf.worker_enable_remote_control = False
-parallel_scheduler.celery.install(app)
-
-
-@app.task(name="proj.record")
-def record(what):
-    with open(os.environ["CHECK_RAN_FILE"], "a") as ran:
-        ran.write(what + "\\n")
-"""
-
-CALLER = """
-import os, sys
-from proj import app, record
-record.apply_async(("below",), countdown=0.5)  # below the threshold: Celery as always
-result = record.apply_async(("above",), countdown=2)  # above it: stored durably
-job = app.parallel_scheduler.client.get(result.id)
-assert job is not None, f"the above-threshold call {result.id} is not in storage"
-print(result.id)
-"""
-
-CLEANUP = """
-import os, redis
-from parallel_scheduler import Client
-url, prefix = os.environ["CHECK_BROKER_URL"], os.environ["CHECK_PREFIX"]
-queue = os.environ["CHECK_QUEUE"]
-client = Client(storage_url=url, prefix=prefix)
-client.storage.drop()
-client.close()
-broker = redis.Redis.from_url(url)
-broker.delete(queue)
-for binding in broker.scan_iter(match="_kombu.binding*"):  # and kombu's binding_permanent
-    if queue.encode() in binding:  # the exchange named after the queue
-        broker.delete(binding)
-        continue
-    if broker.type(binding) != b"set":
-        continue
-    for member in broker.smembers(binding):
-        if queue.encode() in member:
-            broker.srem(binding, member)
-"""
-
-POSTGRESQL_PROBE = """
-import sys, uuid
-import psycopg
-assert psycopg.pq.__impl__ in ("python", "c"), f"psycopg uses {psycopg.pq.__impl__}, not libpq"
-from parallel_scheduler import Client
-client = Client(storage_url=sys.argv[1], prefix="pscheck" + uuid.uuid4().hex[:8])
-try:
-    client.setup()
-    result = client.schedule("tasks.record", ["x"], countdown=3600)
-    assert client.get(result.job_id).args == ["x"], "PostgreSQL round trip: job not stored"
-finally:
-    client.storage.drop()
-    client.close()
-print(f"postgresql extra: ok (psycopg {psycopg.__version__}, libpq {psycopg.pq.version()})")
-"""
-
-
 class Processes:
     """Processes this check started, each with its log, stopped by pid at the end."""
 
@@ -287,63 +154,34 @@ class Processes:
             print(f"== {name} log ({log}):\n{log.read_text(errors='replace')[-6000:]}")
 
 
-def quick_start(tmp: Path, python: Path, processes: Processes) -> None:
-    project = tmp / "project"
-    project.mkdir()
-    (project / "proj.py").write_text(textwrap.dedent(PROJECT))
+def quick_start(tmp: Path, probes: Path, python: Path, processes: Processes) -> None:
+    """A real worker and a real scheduler from the fresh venv, the quick start's two calls, and
+    a deadline for both to have run; everything started is stopped, and its keys removed."""
     ran = tmp / "ran.txt"
     tag = uuid.uuid4().hex[:12]
     env = {
-        **os.environ,
-        "CHECK_BROKER_URL": REDIS_URL,
-        "CHECK_PREFIX": f"pscheck_{tag}",
-        "CHECK_QUEUE": f"ps-package-check-{tag}",
-        "CHECK_RAN_FILE": str(ran),
-        "PYTHONPATH": str(project),
+        name: value
+        for name, value in os.environ.items()  # the project's configuration is under test,
+        if not name.startswith("PARALLEL_SCHEDULER_")  # not this shell's
     }
-    for name in [
-        n
-        for n in env
-        if n.startswith("PARALLEL_SCHEDULER_") and not n.startswith("PARALLEL_SCHEDULER_TEST_")
-    ]:
-        del env[name]  # the project's own configuration, not this shell's, is under test
+    env.update(
+        CHECK_REDIS_URL=REDIS_URL,
+        CHECK_PREFIX=f"pscheck_{tag}",
+        CHECK_QUEUE=f"ps-package-check-{tag}",
+        CHECK_RAN_FILE=str(ran),
+        PYTHONPATH=str(probes),
+    )
     bin_dir = python.parent
+    worker = [str(bin_dir / "celery"), "-A", "proj", "worker", "--pool", "solo", "--loglevel"]
+    worker += ["INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    scheduler = [str(bin_dir / "parallel-scheduler"), "--log-level", "INFO"]
+    scheduler += ["run", "--app", "proj:app"]
     try:
-        processes.start(
-            "worker",
-            [
-                str(bin_dir / "celery"),
-                "-A",
-                "proj",
-                "worker",
-                "--pool",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-            ],
-            project,
-            env,
-        )
-        processes.start(
-            "scheduler",
-            [
-                str(bin_dir / "parallel-scheduler"),
-                "--log-level",
-                "INFO",
-                "run",
-                "--app",
-                "proj:app",
-            ],
-            project,
-            env,
-        )
-        job_id = run(
-            "quick start: two apply_async calls", [str(python), "-c", CALLER], cwd=project, env=env
-        )
-        print(f"   stored the above-threshold call as job {job_id.strip()}", flush=True)
+        processes.start("worker", worker, probes, env)
+        processes.start("scheduler", scheduler, probes, env)
+        calls = [str(python), str(probes / "quick_start_calls.py")]
+        job_id = run("quick start: two apply_async calls", calls, cwd=probes, env=env).strip()
+        print(f"   stored the above-threshold call as job {job_id}", flush=True)
         deadline = time.monotonic() + QUICK_START_DEADLINE
         seen: list[str] = []
         while time.monotonic() < deadline:
@@ -360,15 +198,36 @@ def quick_start(tmp: Path, python: Path, processes: Processes) -> None:
         print("quick start on the Redis broker: ok", flush=True)
     finally:
         processes.stop()
+        cleanup = [str(python), str(probes / "quick_start_cleanup.py")]
         try:
-            run(
-                "remove the quick start's Redis keys",
-                [str(python), "-c", CLEANUP],
-                cwd=tmp,
-                env=env,
-            )
+            run("remove the quick start's Redis keys", cleanup, cwd=probes, env=env)
         except CheckFailed as exc:  # say so, without hiding why the quick start failed
             print(f"   (cleanup failed: {exc})", file=sys.stderr)
+
+
+def check(tmp: Path, processes: Processes) -> None:
+    wheel = build_wheel(tmp)
+    probes = tmp / "probes"
+    shutil.copytree(PROBES, probes, ignore=shutil.ignore_patterns("__pycache__"))
+    venv = tmp / "venv"
+    run("create a clean virtualenv", [sys.executable, "-m", "venv", str(venv)])
+    python, bin_dir = venv / "bin" / "python", venv / "bin"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+    run("install the wheel without extras", [*pip, str(wheel)])
+    core = [str(python), str(probes / "core_probe.py"), str(tmp / "core.db")]
+    print(run("core install: imports, SQLite, errors naming the extras", core, cwd=tmp).strip())
+    demo = [str(bin_dir / "parallel-scheduler"), "demo", "--jobs", "200", "--spread", "2"]
+    demo += ["--workdir", str(tmp / "demo")]
+    run("core install: the demo (SQLite, an embedded broker, a real worker)", demo, cwd=tmp)
+    print("core install: demo ok", flush=True)
+
+    run("add the [redis] extra", [*pip, f"{wheel}[redis]"])
+    quick_start(tmp, probes, python, processes)
+
+    run("add the [postgresql] extra", [*pip, f"{wheel}[postgresql]"])
+    postgresql = [str(python), str(probes / "postgresql_probe.py"), POSTGRESQL_URL]
+    print(run("PostgreSQL round trip with plain psycopg", postgresql, cwd=tmp).strip())
 
 
 def main() -> int:
@@ -376,44 +235,7 @@ def main() -> int:
     processes = Processes(tmp)
     started = time.monotonic()
     try:
-        wheel = build_wheel(tmp)
-        venv = tmp / "venv"
-        run("create a clean virtualenv", [sys.executable, "-m", "venv", str(venv)])
-        python = venv / "bin" / "python"
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        run("install the wheel without extras", [*pip, str(wheel)])
-        print(
-            run(
-                "core install: imports, SQLite round trip, errors naming the extras",
-                [str(python), "-c", CORE_PROBE, str(tmp / "core.db")],
-                cwd=tmp,
-            ).strip()
-        )
-        run(
-            "core install: the demo (SQLite and an embedded broker, a real worker)",
-            [
-                str(venv / "bin" / "parallel-scheduler"),
-                "demo",
-                "--jobs",
-                "200",
-                "--spread",
-                "2",
-                "--workdir",
-                str(tmp / "demo"),
-            ],
-            cwd=tmp,
-        )
-        print("core install: demo ok", flush=True)
-        run("add the [redis] extra", [*pip, f"{wheel}[redis]"])
-        quick_start(tmp, python, processes)
-        run("add the [postgresql] extra", [*pip, f"{wheel}[postgresql]"])
-        print(
-            run(
-                "PostgreSQL round trip with plain psycopg",
-                [str(python), "-c", POSTGRESQL_PROBE, POSTGRESQL_URL],
-                cwd=tmp,
-            ).strip()
-        )
+        check(tmp, processes)
     except CheckFailed as exc:
         processes.print_logs()
         print(f"package check FAILED: {exc}\n(kept {tmp} for inspection)", file=sys.stderr)

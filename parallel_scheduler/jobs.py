@@ -19,12 +19,16 @@ from storage_adapters import JobRecord, JobState, NewJob, validate_job_id
 from storage_adapters.base import MAX_TASK_NAME_LENGTH, InvalidIdentifierError
 
 from .errors import InvalidJobError
+from .limits import MAX_INSTANT, MIN_INSTANT, check_countdown, check_instant, in_range
 
 __all__ = [
+    "NAME_OPTIONS",
     "ROUTING_OPTIONS",
     "Job",
     "JobSpec",
+    "check_task_name",
     "decode_payload",
+    "display_instant",
     "due_time",
     "new_job_id",
     "utc_datetime",
@@ -48,22 +52,65 @@ ROUTING_OPTIONS = frozenset(
         "serializer",
         "compression",
         "delivery_mode",
+        "chain",  # the rest of a chain (JSON signatures), as Celery sends it in the body
+        "reply_to",  # the caller's reply queue (the rpc:// result backend answers there)
     }
 )
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
+#: Options that name a place in the broker: an empty or blank name would silently route the job
+#: somewhere else (the default queue, the default exchange) when it is released.
+NAME_OPTIONS = ("queue", "routing_key", "exchange")
+
+
+def _name_problem(value: str) -> str | None:
+    """Why ``value`` cannot name a task or a broker destination, or ``None`` when it can."""
+    if not value.strip():
+        return "is empty or blank"
+    if value != value.strip():
+        return "has leading or trailing whitespace"
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        return f"contains the control character {bad!r}"
+    return None
+
+
+def check_task_name(task: object) -> str:
+    """A task name as Celery will see it: 1-255 printable characters, no surrounding spaces
+    (a newline in a name would also split every line-based log and CLI listing)."""
+    if not isinstance(task, str):
+        raise InvalidJobError(f"task name must be a non-empty string, not {task!r}")
+    problem = _name_problem(task)
+    if problem is not None:
+        raise InvalidJobError(f"task name {task!r} {problem}")
+    if len(task) > MAX_TASK_NAME_LENGTH:
+        raise InvalidJobError(f"task name is longer than {MAX_TASK_NAME_LENGTH} characters")
+    return task
+
+
+def _check_name(option: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidJobError(f"{option} must be a string, not {value!r}")
+    problem = _name_problem(value)
+    if problem is not None:
+        raise InvalidJobError(f"{option} {value!r} {problem}")
 
 
 def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
-def _epoch(moment: datetime) -> float:
-    if moment.tzinfo is None:
+def _epoch(name: str, moment: datetime) -> float:
+    if moment.tzinfo is None or moment.utcoffset() is None:
         raise InvalidJobError(
-            f"eta {moment.isoformat()} has no time zone; pass an aware datetime "
+            f"{name} {moment.isoformat()} has no time zone; pass an aware datetime "
             "(for example datetime.now(timezone.utc) + timedelta(minutes=5))"
         )
-    return moment.timestamp()
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError):  # an offset that pushes it past what datetime holds
+        raise InvalidJobError(
+            f"{name} {moment.isoformat()} is outside the valid range of instants"
+        ) from None
 
 
 def due_time(
@@ -71,24 +118,25 @@ def due_time(
 ) -> float:
     """The epoch second a job falls due: ``eta`` (absolute) or ``countdown`` seconds from ``now``.
 
-    An eta in the past means due now; a countdown must be finite and not negative.
+    Both are checked against the one documented range (``limits``) before anything is written,
+    so a due time that could not be shown as a date later is refused here, naming the value. An
+    eta in the past (inside the range) means due now.
     """
     if eta is not None and countdown is not None:
         raise InvalidJobError("pass eta or countdown, not both")
     if countdown is not None:
         seconds = countdown.total_seconds() if isinstance(countdown, timedelta) else countdown
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise InvalidJobError(f"countdown must be a number of seconds, not {countdown!r}")
-        if not math.isfinite(seconds) or seconds < 0:
-            raise InvalidJobError(f"countdown must be finite and >= 0, not {seconds!r}")
-        return now + float(seconds)
+        return check_countdown("countdown", seconds, now)
     if eta is None:
         return now
-    if isinstance(eta, datetime):
-        return _epoch(eta)
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta):
-        raise InvalidJobError(f"eta must be an aware datetime or epoch seconds, not {eta!r}")
-    return float(eta)
+    return _instant("eta", eta)
+
+
+def _instant(name: str, value: object) -> float:
+    """An aware datetime or epoch seconds inside the range; the error quotes what was passed."""
+    if isinstance(value, datetime):
+        return check_instant(f"{name} {value.isoformat()} =", _epoch(name, value))
+    return check_instant(name, value)
 
 
 def _validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,17 +151,11 @@ def _validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
         isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 255
     ):
         raise InvalidJobError(f"priority must be an integer 0-255, not {priority!r}")
-    expires = clean.get("expires")
-    if isinstance(expires, datetime):
-        clean["expires"] = _epoch(expires)
-    elif expires is not None and (
-        isinstance(expires, bool)
-        or not isinstance(expires, (int, float))
-        or not math.isfinite(expires)
-    ):
-        raise InvalidJobError(
-            f"expires must be an aware datetime or epoch seconds, not {expires!r}"
-        )
+    if clean.get("expires") is not None:
+        clean["expires"] = _instant("expires", clean["expires"])
+    for name in NAME_OPTIONS:
+        if clean.get(name) is not None:
+            _check_name(name, clean[name])
     headers = clean.get("headers")
     if headers is not None and not isinstance(headers, Mapping):
         raise InvalidJobError(f"headers must be a mapping, not {type(headers).__name__}")
@@ -134,10 +176,7 @@ class JobSpec:
 
     def encode(self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> NewJob:
         """Validate everything, then serialise once; ``now`` is the storage clock's time."""
-        if not isinstance(self.task, str) or not self.task.strip():
-            raise InvalidJobError("task name must be a non-empty string")
-        if len(self.task) > MAX_TASK_NAME_LENGTH:
-            raise InvalidJobError(f"task name is longer than {MAX_TASK_NAME_LENGTH} characters")
+        check_task_name(self.task)
         if isinstance(self.args, (str, bytes)) or not isinstance(self.args, Sequence):
             raise InvalidJobError(f"args must be a list or tuple, not {type(self.args).__name__}")
         if not isinstance(self.kwargs, Mapping):
@@ -179,9 +218,44 @@ def utc_datetime(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
+def display_instant(epoch: float | None) -> str:
+    """A stored instant as text that never fails: ISO-8601 UTC inside the valid range, ``-`` for
+    none, else the raw value, flagged (a row written before the range was checked, or by hand)."""
+    if epoch is None:
+        return "-"
+    if in_range(epoch):
+        return utc_datetime(epoch).isoformat()
+    return f"{epoch!r} (outside the valid range)"
+
+
+def _shown_instant(name: str, epoch: float, problems: list[str]) -> datetime:
+    """``epoch`` as a datetime; out of range (or NaN), clamped into it and noted in ``problems``,
+    so that every caller can format, compare and convert it without an ``OverflowError``."""
+    if in_range(epoch):
+        return utc_datetime(epoch)
+    problems.append(f"{name} {display_instant(epoch)}")
+    return utc_datetime(MAX_INSTANT if epoch > MAX_INSTANT else MIN_INSTANT)
+
+
+def _read_payload(
+    payload: str, problems: list[str]
+) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    try:
+        return decode_payload(payload)
+    except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the expected shape
+        problems.append(f"payload is unreadable ({type(exc).__name__}: {exc})")
+        return [], {}, {}
+
+
 @dataclass(frozen=True)
 class Job:
-    """A stored job as callers see it: decoded arguments and aware UTC datetimes."""
+    """A stored job as callers see it: decoded arguments and aware UTC datetimes.
+
+    Reading a row never fails, so one bad row (written before the range was checked, or by
+    hand) cannot break ``list`` or ``get`` for everyone: ``problem`` then says what is wrong,
+    the datetimes are clamped into the valid range, ``due_at_epoch`` keeps the stored due time
+    and ``raw_payload`` the payload that could not be decoded.
+    """
 
     id: str
     task: str
@@ -194,26 +268,36 @@ class Job:
     created_at: datetime
     updated_at: datetime
     last_error: str | None
+    problem: str | None = None
+    due_at_epoch: float | None = None
+    raw_payload: str | None = None
 
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:
-        args, kwargs, options = decode_payload(record.payload)
+        problems: list[str] = []
+        args, kwargs, options = _read_payload(record.payload, problems)
+        unreadable = bool(problems)
         return cls(
             id=record.id,
             task=record.task,
             args=args,
             kwargs=kwargs,
             options=options,
-            due_at=utc_datetime(record.due_at),
+            due_at=_shown_instant("due_at", record.due_at, problems),
             state=record.state,
             attempts=record.attempts,
-            created_at=utc_datetime(record.created_at),
-            updated_at=utc_datetime(record.updated_at),
+            created_at=_shown_instant("created_at", record.created_at, problems),
+            updated_at=_shown_instant("updated_at", record.updated_at, problems),
             last_error=record.last_error,
+            problem="; ".join(problems) or None,
+            due_at_epoch=record.due_at,
+            raw_payload=record.payload if unreadable else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """JSON-ready; a flagged row carries ``problem``, its stored due time (a string when it
+        is not a finite number, which strict JSON cannot hold) and any unreadable payload."""
+        shown: dict[str, Any] = {
             "id": self.id,
             "task": self.task,
             "args": self.args,
@@ -225,4 +309,10 @@ class Job:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
             "last_error": self.last_error,
+            "problem": self.problem,
         }
+        if self.problem is not None:
+            raw = self.due_at_epoch
+            shown["due_at_epoch"] = raw if raw is None or math.isfinite(raw) else repr(raw)
+            shown["raw_payload"] = self.raw_payload
+        return shown

@@ -1,8 +1,12 @@
 """Where transient failures are retried: bounded exponential backoff with jitter, each retry logged.
 
-Storage calls are retried only on ``StorageUnavailableError`` (a dropped or refused connection);
-anything else is a bug or bad data and is raised at once. A hand-off to the worker system is
-retried a few times quickly; past that, the job goes back to Scheduled and the pass backs off.
+Storage calls are retried only on ``StorageUnavailableError``: what can heal by itself (a dropped
+or refused connection, a timeout, a failover). A ``StorageConfigurationError`` (no such database,
+refused credentials, unknown host, not an SQLite file) is raised at once, without WARNING lines:
+waiting cannot fix it. Anything else is a bug or bad data and is raised at once too.
+
+A hand-off to the worker system is retried a few times quickly; past that, the job goes back to
+Scheduled and the pass backs off.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ __all__ = [
     "NewJob",
     "ParallelSchedulerError",
     "Storage",
+    "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
     "validate_job_id",
@@ -70,6 +71,15 @@ class StorageError(ParallelSchedulerError):
 
 class StorageUnavailableError(StorageError):
     """The storage server could not be reached or dropped the connection; safe to retry."""
+
+
+class StorageConfigurationError(StorageError):
+    """The storage cannot work as configured: the database does not exist, the server refused
+    the credentials, the host name does not resolve, the file is not an SQLite database.
+
+    Never retried (unlike ``StorageUnavailableError``): waiting cannot fix it, so it is raised at
+    once, naming the problem and the storage URL (password masked).
+    """
 
 
 class InvalidIdentifierError(StorageError, ValueError):

@@ -17,6 +17,7 @@ __all__ = [
     "optional_epoch_seconds",
     "positive_count",
     "positive_seconds",
+    "stored_seconds",
 ]
 
 #: ``last_error`` of a job whose claim ran out before it was marked enqueued.
@@ -27,6 +28,15 @@ def epoch_seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
     return float(value)
+
+
+def stored_seconds(value: object) -> float:
+    """A time column as read back, never an error: NaN when it holds no number (a row written by
+    hand or by a broken client), so one bad row cannot stop every listing; the core flags it."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def positive_seconds(name: str, value: float) -> float:

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from .permanent import dns_problem, postgresql_problem
 from .sql_statements import Dialect
 from .sql_storage import SQLStorage
 from .urls import InvalidStorageURLError, mask_url
@@ -115,6 +116,15 @@ class PostgreSQLStorage(SQLStorage):
                 detail = detail.replace(secret, "***")
             raise InvalidStorageURLError(f"invalid PostgreSQL URL {masked!r}: {detail}") from None
         super().__init__(engine, POSTGRESQL, prefix=prefix, masked_url=masked, secret=secret)
+
+    def _configuration_problem(self, exc: DBAPIError) -> str | None:
+        return _postgresql_problem(exc)
+
+
+def _postgresql_problem(exc: DBAPIError) -> str | None:
+    """A missing database, refused credentials or an unknown host: no retry can fix those."""
+    message = str(exc.orig)
+    return postgresql_problem(message, getattr(exc.orig, "sqlstate", None)) or dns_problem(exc)
 
 
 def _password_of(url: str) -> str | None:

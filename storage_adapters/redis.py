@@ -28,6 +28,7 @@ from .base import (
     JobState,
     LockLease,
     NewJob,
+    StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
     validate_lock_name,
@@ -39,7 +40,9 @@ from .checks import (
     epoch_seconds,
     positive_count,
     positive_seconds,
+    stored_seconds,
 )
+from .permanent import dns_problem
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .urls import InvalidStorageURLError, mask_url
 
@@ -103,11 +106,11 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
         id=job_id,
         task=task,
         payload=payload,
-        due_at=float(due_at),
+        due_at=stored_seconds(due_at),
         state=JobState(state),
         attempts=int(attempts),
-        created_at=float(created_at),
-        updated_at=float(updated_at),
+        created_at=stored_seconds(created_at),
+        updated_at=stored_seconds(updated_at),
         last_error=last_error,
     )
 
@@ -184,15 +187,24 @@ class RedisStorage(RedisRecurring):
             raise StorageError(f"{self!r} is closed")
         try:
             yield self._client
-        except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
-            # ReadOnlyError: a failover left us on a replica; retrying reaches the new primary.
-            raise StorageUnavailableError(
-                f"Redis at {self._masked_url} is unavailable: {self._scrub(exc)}"
-            ) from exc
         except redis.RedisError as exc:
-            raise StorageError(
-                f"Redis at {self._masked_url} failed: {type(exc).__name__}: {self._scrub(exc)}"
-            ) from exc
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: redis.RedisError) -> StorageError:
+        """Permanent problems first (they arrive as connection errors too), then what may heal:
+        a dropped or refused connection, a timeout, a replica after a failover (ReadOnlyError:
+        retrying reaches the new primary), a server still loading its data."""
+        detail = f"{type(exc).__name__}: {self._scrub(exc)}"
+        problem = _configuration_problem(exc)
+        if problem is not None:
+            return StorageConfigurationError(
+                f"Redis at {self._masked_url} cannot be used: {problem} ({detail})"
+            )
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)):
+            return StorageUnavailableError(
+                f"Redis at {self._masked_url} is unavailable: {self._scrub(exc)}"
+            )
+        return StorageError(f"Redis at {self._masked_url} failed: {detail}")
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         with self._talking():
@@ -427,6 +439,20 @@ class RedisStorage(RedisRecurring):
             return None
         owner, token, expires_at = held
         return LockLease(name=name, owner=owner, token=int(token), expires_at=float(expires_at))
+
+
+def _configuration_problem(exc: redis.RedisError) -> str | None:
+    """Refused credentials or permissions, a database number the server does not have, or an
+    unknown host: no retry can fix those."""
+    if isinstance(exc, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+        return "the server refused the credentials (authentication failed)"
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return "the user lacks a permission this needs (ACL)"
+    if isinstance(exc, redis.ResponseError) and "DB index" in str(exc):
+        return "the database number in the URL does not exist on this server"
+    if isinstance(exc, redis.ConnectionError):
+        return dns_problem(exc)
+    return None
 
 
 def _password_of(url: str) -> str | None:

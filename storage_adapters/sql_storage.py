@@ -28,6 +28,7 @@ from .base import (
     NewRecurring,
     RecurringRecord,
     SaveMode,
+    StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
     validate_lock_name,
@@ -39,6 +40,7 @@ from .checks import (
     optional_epoch_seconds,
     positive_count,
     positive_seconds,
+    stored_seconds,
 )
 from .sql_recurring import firing_params, recurring_record, save_params
 from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements
@@ -55,11 +57,11 @@ def _record(row: Row[Any]) -> JobRecord:
         id=row.id,
         task=row.task,
         payload=row.payload,
-        due_at=float(row.due_at),
+        due_at=stored_seconds(row.due_at),
         state=JobState(row.state),
         attempts=int(row.attempts),
-        created_at=float(row.created_at),
-        updated_at=float(row.updated_at),
+        created_at=stored_seconds(row.created_at),
+        updated_at=stored_seconds(row.updated_at),
         last_error=row.last_error,
     )
 
@@ -142,11 +144,20 @@ class SQLStorage:
         if self._secret:
             detail = detail.replace(self._secret, "***")
         where = f"{self._dialect.label} at {self._masked_url}"
+        problem = self._configuration_problem(exc)
+        if problem is not None:  # checked first: these arrive as connection errors too
+            return StorageConfigurationError(
+                f"{where} cannot be used: {problem} ({' '.join(detail.split())})"
+            )
         if exc.connection_invalidated or self._dialect.is_unavailable(exc):
             return StorageUnavailableError(f"{where} is unavailable: {detail}")
         if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE or "no such table" in detail:
             detail += f" (has setup() been run for prefix {self._prefix!r}?)"
         return StorageError(f"{where} failed: {detail}")
+
+    def _configuration_problem(self, exc: DBAPIError) -> str | None:
+        """Why ``exc`` cannot heal by retrying (see ``permanent.py``), or ``None``; per dialect."""
+        return None
 
     def _rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
         with self._connection() as conn:

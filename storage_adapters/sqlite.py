@@ -19,6 +19,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from .permanent import sqlite_problem
 from .sql_statements import Dialect
 from .sql_storage import ADD_JOBS_PAGE_SIZE, SQLStorage
 from .urls import InvalidStorageURLError, mask_url
@@ -121,3 +122,9 @@ class SQLiteStorage(SQLStorage):
         )
         sa.event.listen(engine, "connect", _configure)
         super().__init__(engine, SQLITE, prefix=prefix, masked_url=mask_url(url), secret=None)
+
+    def _configuration_problem(self, exc: DBAPIError) -> str | None:
+        """Not a database, read-only, or a path where no file can be: no retry can fix those."""
+        code = getattr(exc.orig, "sqlite_errorcode", None)
+        path = self._engine.url.database
+        return sqlite_problem(code if isinstance(code, int) else None, str(exc.orig), path)

@@ -1,0 +1,194 @@
+"""Permanent storage errors fail at once; only what can heal is retried (issue 9, item 6).
+
+A database that does not exist, credentials the server refuses, a host name DNS does not know, a
+file that is not an SQLite database: retrying cannot fix any of them, so each is raised at once as
+``StorageConfigurationError`` (one line, naming the problem, the password masked) with no WARNING
+retry lines. A refused connection (a server restarting) is still retried, for a bounded time.
+Real servers only; the one non-loopback name used is ``.invalid``, which fails in DNS.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from parallel_scheduler import Client
+from parallel_scheduler.cli import main
+from storage_adapters import StorageConfigurationError, StorageUnavailableError
+from storage_adapters.permanent import dns_problem, postgresql_problem
+from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
+
+SECRET = "s3cret-xyz"
+RETRY_LOGGER = "parallel_scheduler.retrying"
+
+
+def _with(
+    url: str,
+    *,
+    user: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    path: str | None = None,
+) -> str:
+    """``url`` with its user (and ``SECRET`` as password), host, port or path replaced."""
+    parts = urlsplit(url)
+    netloc = host or parts.hostname or ""
+    if (port or parts.port) is not None:
+        netloc += f":{port or parts.port}"
+    if user is not None:
+        netloc = f"{user}:{SECRET}@{netloc}"
+    elif parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    return urlunsplit(parts._replace(netloc=netloc, path=path if path is not None else parts.path))
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on: connecting to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _not_a_database(tmp_path: Path) -> str:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not an SQLite database\n" * 20)
+    return f"sqlite:///{path}"
+
+
+# (server to require, url maker, words the error must contain)
+PERMANENT = {
+    "postgresql: no such database": (
+        "postgresql",
+        lambda tmp: _with(POSTGRESQL_URL, path="/does_not_exist_xyz"),
+        "database does not exist",
+    ),
+    "postgresql: no such role (password masked)": (
+        "postgresql",
+        lambda tmp: _with(POSTGRESQL_URL, user="no_such_role_xyz"),
+        "role",
+    ),
+    "postgresql: unknown host": (
+        "postgresql",
+        lambda tmp: _with(POSTGRESQL_URL, host="nonexistent.invalid"),
+        "does not resolve",
+    ),
+    "redis: wrong user and password": (
+        "redis",
+        lambda tmp: _with(REDIS_URL, user="no_such_user_xyz"),
+        "refused the credentials",
+    ),
+    "redis: no such database number": (
+        "redis",
+        lambda tmp: _with(REDIS_URL, path="/999"),
+        "database number",
+    ),
+    "redis: unknown host": (
+        "redis",
+        lambda tmp: _with(REDIS_URL, host="nonexistent.invalid"),
+        "does not resolve",
+    ),
+    "sqlite: missing directory": (
+        None,
+        lambda tmp: f"sqlite:///{tmp / 'no' / 'such' / 'dir' / 'x.db'}",
+        "does not exist",
+    ),
+    "sqlite: path is a directory": (None, lambda tmp: f"sqlite:///{tmp}", "is a directory"),
+    "sqlite: not a database": (None, _not_a_database, "not an SQLite database"),
+}
+
+
+@pytest.mark.parametrize("case", PERMANENT)
+def test_a_permanent_error_is_raised_at_once_without_retries(
+    case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, make_url, words = PERMANENT[case]
+    if server is not None:
+        require_server(server)
+    url = make_url(tmp_path)
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    client = Client(storage_url=url, prefix="permanent")  # retries for 30 s by default
+    started = time.monotonic()
+    with pytest.raises(StorageConfigurationError) as error:
+        client.setup()
+    elapsed = time.monotonic() - started
+    client.close()
+    message = str(error.value)
+    assert elapsed < 0.5, f"took {elapsed:.2f} s: {message}"
+    assert not [r for r in caplog.records if r.name == RETRY_LOGGER], caplog.text
+    assert words in message
+    assert SECRET not in message and "\n" not in message
+    assert not isinstance(error.value, StorageUnavailableError)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["postgresql: no such database", "redis: wrong user and password", "sqlite: not a database"],
+)
+def test_the_cli_reports_a_permanent_error_in_one_line_at_once(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, make_url, words = PERMANENT[case]
+    if server is not None:
+        require_server(server)
+    url = make_url(tmp_path)
+    started = time.monotonic()
+    code = main(["--storage-url", url, "schedule", "tasks.x", "--countdown=5"])
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code != 0
+    assert elapsed < 1.0, f"took {elapsed:.2f} s"
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and words in errors[0], err  # (the CLI also names its store first)
+    assert "WARNING" not in err and "Traceback" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize("server", ["postgresql", "redis"])
+def test_a_refused_connection_is_still_retried_for_a_bounded_time(
+    server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_server(server)  # the driver must be importable; the server itself is not used
+    base = POSTGRESQL_URL if server == "postgresql" else REDIS_URL
+    url = _with(base, host="127.0.0.1", port=_free_port())
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    client = Client(storage_url=url, prefix="refused", retry_for=1.0)
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError, match="unavailable"):
+        client.setup()
+    elapsed = time.monotonic() - started
+    client.close()
+    retries = [r for r in caplog.records if r.name == RETRY_LOGGER]
+    assert len(retries) >= 2, caplog.text  # it was retried ...
+    assert elapsed < 3.0  # ... within its budget (1 s) plus one bounded attempt
+
+
+def test_a_temporary_dns_failure_is_not_permanent() -> None:
+    """EAI_AGAIN (the resolver could not answer now) can heal, unlike EAI_NONAME."""
+    temporary = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    unknown = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert dns_problem(temporary) is None
+    assert dns_problem(unknown) is not None
+
+
+@pytest.mark.parametrize(
+    ("message", "sqlstate", "permanent"),
+    [
+        ('FATAL:  password authentication failed for user "x"', None, True),
+        ('FATAL:  no pg_hba.conf entry for host "1.2.3.4", user "x"', None, True),
+        ("FATAL:  the database system is starting up", None, False),
+        ("FATAL:  sorry, too many clients already", None, False),
+        ("terminating connection due to administrator command", "57P01", False),
+        ("anything", "28P01", True),
+        ("anything", "3D000", True),
+    ],
+)
+def test_postgresql_messages_are_classified(
+    message: str, sqlstate: str | None, permanent: bool
+) -> None:
+    """The server messages that cannot be produced on the shared test server (it trusts every
+    local user, and is never restarting when a test runs)."""
+    assert (postgresql_problem(message, sqlstate) is not None) is permanent

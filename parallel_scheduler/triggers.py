@@ -1,7 +1,7 @@
 """Cron schedules: next ticks across time zones and DST changes, and what to fire after a misfire.
 
 Pure functions of (schedule, time): no I/O and no clock of their own, so every rule here is
-tested with exact expected instants.
+tested with exact expected instants (and against a brute-force oracle, tests/test_dst_oracle.py).
 
 A schedule is a cron expression or a fixed interval (``every`` seconds, counted from the start
 date or the Unix epoch, so it is the same on every host). Cron expressions have 5 fields
@@ -15,27 +15,49 @@ IANA time zone, with these DST rules (written down because Celery beat's are not
   transition instant** (the first instant after the gap, e.g. 03:00 in Europe/Berlin); several
   times inside one gap fire once together. Nothing is skipped, nothing doubled.
 * UTC and other zones without DST are unaffected.
+
+With these rules the instant of a wall-clock time never decreases as the wall time grows, so the
+ticks at or before an instant ``m`` are exactly the cron wall times at or before the *latest wall
+reading shown at any instant up to m* (``_latest_wall``). That is the wall of ``m`` itself, except
+in the repeated pass of a fall-back, where it is the wall just before the transition: walking from
+the wall of ``m`` instead would miss the first-pass ticks whose wall time is later (issue 9).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from .errors import InvalidJobError
+from .limits import MAX_INTERVAL, check_instant, check_interval
 
-__all__ = ["MISFIRE_POLICIES", "Schedule", "next_tick", "plan_firing"]
+__all__ = [
+    "MISFIRE_POLICIES",
+    "MISSED_COUNT_LIMIT",
+    "FiringPlan",
+    "Schedule",
+    "next_tick",
+    "plan_firing",
+]
 
 MisfirePolicy = Literal["skip", "run_once", "run_all"]
 MISFIRE_POLICIES: tuple[MisfirePolicy, ...] = ("skip", "run_once", "run_all")
 _MAX_STEPS = 100_000  # bound on cron iterations for one question; a real schedule needs few
+#: Missed ticks are counted exactly up to this many; a longer outage reports this number.
+MISSED_COUNT_LIMIT = 10_000
+#: No zone has turned its clocks back by a day or more since 1970, so the repeated pass of a
+#: fall-back ends within this many seconds of the transition.
+_MAX_FALL_BACK = 86_400
+_HOUR = 3600
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,7 @@ class Schedule:
     (no scheduler ran, or the job was due while the store was down): ``skip`` fires none of
     them; ``run_once`` (the default) fires one firing for all of them (the latest missed tick);
     ``run_all`` fires each, up to the ``misfire_cap`` most recent. Ticks within the grace are
-    on time and always fire.
+    on time and always fire, whatever the policy and the cap.
     """
 
     cron: str = ""
@@ -65,15 +87,12 @@ class Schedule:
             self._check_cron()
         self.zone()
         self._check_bounds()
+        self._check_fires()
 
     def _check_interval(self) -> None:
         if self.cron:
             raise InvalidJobError("give a cron expression or an interval, not both")
-        every = self.every
-        if isinstance(every, bool) or not isinstance(every, (int, float)):
-            raise InvalidJobError(f"interval must be a number of seconds, not {every!r}")
-        if not math.isfinite(every) or every < 1:
-            raise InvalidJobError(f"interval must be at least 1 second, not {every!r}")
+        check_interval("interval", self.every)
 
     def _check_cron(self) -> None:
         if not isinstance(self.cron, str) or len(self.cron.split()) not in (5, 6):
@@ -82,15 +101,20 @@ class Schedule:
                 "or 6 with seconds first"
             )
         try:
-            croniter(self.cron, datetime(2000, 1, 1), second_at_beginning=True)
+            iterator = croniter(self.cron, datetime(2000, 1, 1), second_at_beginning=True)
         except (CroniterBadCronError, ValueError, KeyError) as exc:
             raise InvalidJobError(f"invalid cron {self.cron!r}: {exc}") from None
+        try:  # croniter searches years ahead: 29 February is found, 30 February is not
+            iterator.get_next(datetime)
+        except CroniterBadDateError:
+            raise InvalidJobError(
+                f"cron {self.cron!r} never fires: no date matches it (such as 30 February)"
+            ) from None
 
     def _check_bounds(self) -> None:
-        for name in ("start_at", "end_at"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not math.isfinite(value)):
-                raise InvalidJobError(f"{name} must be finite epoch seconds, not {value!r}")
+        for name, label in (("start_at", "start date"), ("end_at", "end date")):
+            if getattr(self, name) is not None:
+                check_instant(label, getattr(self, name))
         if self.start_at is not None and self.end_at is not None and self.end_at < self.start_at:
             raise InvalidJobError("end date is before the start date")
         if self.misfire_policy not in MISFIRE_POLICIES:
@@ -101,8 +125,31 @@ class Schedule:
             raise InvalidJobError(f"misfire cap must be an integer, not {self.misfire_cap!r}")
         if self.misfire_cap < 1:
             raise InvalidJobError(f"misfire cap must be at least 1, not {self.misfire_cap}")
-        if not math.isfinite(self.misfire_grace) or self.misfire_grace < 0:
-            raise InvalidJobError(f"misfire grace must be >= 0 seconds, not {self.misfire_grace}")
+        grace = self.misfire_grace
+        if (
+            isinstance(grace, bool)
+            or not isinstance(grace, (int, float))
+            or not 0 <= grace <= MAX_INTERVAL
+        ):
+            raise InvalidJobError(
+                f"misfire grace must be from 0 to {MAX_INTERVAL:g} seconds, not {grace!r}"
+            )
+
+    def _check_fires(self) -> None:
+        """Refuse start/end dates that leave no tick at all between them."""
+        if self.start_at is None or self.end_at is None:
+            return
+        if next_tick(self, math.nextafter(self.start_at, -math.inf)) is None:
+            raise InvalidJobError(
+                f"schedule {self.describe()} never fires between its start date "
+                f"{_iso(self.start_at)} and its end date {_iso(self.end_at)}"
+            )
+
+    def describe(self) -> str:
+        """The schedule in a few words, for error messages."""
+        if self.every is not None:
+            return f"every {self.every:g} s"
+        return f"{self.cron!r} ({self.timezone})"
 
     def zone(self) -> ZoneInfo:
         try:
@@ -116,7 +163,19 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:
-        return cls(**json.loads(text))
+        """The stored schedule, validated again: ``InvalidJobError`` if it is unusable."""
+        try:
+            fields = json.loads(text)
+            if not isinstance(fields, dict):
+                raise TypeError(f"a JSON object is expected, not {type(fields).__name__}")
+            return cls(**fields)
+        except (ValueError, TypeError) as exc:
+            raise InvalidJobError(f"stored schedule {text!r} is unusable: {exc}") from None
+
+
+def _iso(epoch: float) -> str:
+    moment = datetime.fromtimestamp(epoch, timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _instant(wall: datetime, zone: ZoneInfo) -> float:
@@ -137,8 +196,16 @@ def _instant(wall: datetime, zone: ZoneInfo) -> float:
     return float(high)
 
 
+@lru_cache(maxsize=1024)
+def _parsed(cron: str) -> croniter:
+    """A parsed expression to copy: parsing costs three times what copying does."""
+    return croniter(cron, datetime(2000, 1, 1), second_at_beginning=True)
+
+
 def _walls(schedule: Schedule, start: datetime, forward: bool) -> Iterator[datetime]:
-    iterator = croniter(schedule.cron, start, second_at_beginning=True)
+    """Cron wall times strictly after (or strictly before) the wall time ``start``."""
+    iterator = copy.copy(_parsed(schedule.cron))  # each walk its own position: thread-safe
+    iterator.set_current(start, force=True)
     step = iterator.get_next if forward else iterator.get_prev
     for _ in range(_MAX_STEPS):
         try:
@@ -149,6 +216,43 @@ def _walls(schedule: Schedule, start: datetime, forward: bool) -> Iterator[datet
 
 def _local_wall(epoch: float, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(epoch, zone).replace(tzinfo=None)
+
+
+def _offset(epoch: int, zone: ZoneInfo) -> timedelta | None:
+    return datetime.fromtimestamp(epoch, zone).utcoffset()
+
+
+@lru_cache(maxsize=8192)
+def _fall_back_in_hour(zone: ZoneInfo, hour: int) -> int | None:
+    """The instant (whole second) the clocks go back within hour number ``hour`` since the
+    epoch, or None. Cached: each hour of each zone is looked at once per process."""
+    low, high = hour * _HOUR, (hour + 1) * _HOUR
+    before = _offset(low, zone)
+    after = _offset(high, zone)
+    if before is None or after is None or after >= before:
+        return None
+    while high - low > 1:  # the first second with the later (smaller) offset
+        middle = (low + high) // 2
+        if _offset(middle, zone) == after:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _latest_wall(moment: float, zone: ZoneInfo) -> datetime:
+    """The latest whole-second wall-clock reading shown at any instant at or before ``moment``.
+
+    It is the wall of ``moment``, or, in the repeated pass after a fall-back at ``T``, the wall
+    of ``T - 1`` (the last second before the clocks went back), which reads later.
+    """
+    base = math.floor(moment)
+    latest = _local_wall(base, zone)
+    for hour in range((base - _MAX_FALL_BACK) // _HOUR, base // _HOUR + 1):
+        transition = _fall_back_in_hour(zone, hour)
+        if transition is not None and transition - 1 <= base:
+            latest = max(latest, _local_wall(transition - 1, zone))
+    return latest
 
 
 def _interval_tick(schedule: Schedule, moment: float, *, after: bool) -> float:
@@ -172,9 +276,8 @@ def next_tick(schedule: Schedule, after: float) -> float | None:
     if schedule.every is not None:
         tick = _interval_tick(schedule, after, after=True)
         return None if schedule.end_at is not None and tick > schedule.end_at else tick
-    # Start a second early on the wall clock: a tick at the very instant `after` names must be
-    # seen so that it can be compared (and rejected) rather than jumped over.
-    for wall in _walls(schedule, _local_wall(math.floor(after) - 1, zone), forward=True):
+    # Every wall time after the latest one shown so far fires after `after` (module docstring).
+    for wall in _walls(schedule, _latest_wall(after, zone), forward=True):
         tick = _instant(wall, zone)
         if schedule.end_at is not None and tick > schedule.end_at:
             return None
@@ -193,7 +296,8 @@ def _ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
         return
     zone = schedule.zone()
     last = math.inf
-    for wall in _walls(schedule, _local_wall(math.floor(now) + 1, zone), forward=False):
+    start = _latest_wall(now, zone) + timedelta(seconds=1)  # walls strictly before: <= latest
+    for wall in _walls(schedule, start, forward=False):
         tick = _instant(wall, zone)
         if tick < due:
             return
@@ -206,25 +310,28 @@ def _ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
 class FiringPlan:
     ticks: list[float]  # to fire now, earliest first
     next_run_at: float | None
-    missed: int  # ticks missed by more than the grace, fired or not
+    #: ticks missed by more than the grace, fired or not; exact up to MISSED_COUNT_LIMIT
+    missed: int
 
 
 def plan_firing(schedule: Schedule, due: float, now: float) -> FiringPlan:
-    """What to fire for a recurring job whose next run ``due`` has come, at storage time ``now``."""
+    """What to fire for a recurring job whose next run ``due`` has come, at storage time ``now``.
+
+    Ticks within the grace always fire. Of the missed ones, ``skip`` fires none, ``run_once``
+    the latest, ``run_all`` the ``misfire_cap`` latest. All missed ticks are counted.
+    """
+    keep = {"skip": 0, "run_once": 1, "run_all": schedule.misfire_cap}[schedule.misfire_policy]
+    until = now if schedule.end_at is None else min(now, schedule.end_at)
     on_time: list[float] = []
-    missed: list[float] = []
-    for tick in _ticks_back(schedule, due, now):
-        if schedule.end_at is not None and tick > schedule.end_at:
+    kept: list[float] = []
+    missed = 0
+    for tick in _ticks_back(schedule, due, until):
+        if now - tick <= schedule.misfire_grace:
+            on_time.append(tick)
             continue
-        (on_time if now - tick <= schedule.misfire_grace else missed).append(tick)
-        enough = len(on_time) + len(missed) >= schedule.misfire_cap
-        if missed and (schedule.misfire_policy != "run_all" or enough):
+        missed += 1
+        if len(kept) < keep:
+            kept.append(tick)
+        if missed >= MISSED_COUNT_LIMIT:
             break
-    if schedule.misfire_policy == "skip":
-        chosen = on_time
-    elif schedule.misfire_policy == "run_once":
-        chosen = on_time + missed[:1]
-    else:
-        chosen = on_time + missed
-    chosen = sorted(chosen)[-schedule.misfire_cap :]
-    return FiringPlan(chosen, next_tick(schedule, max(now, due)), len(missed))
+    return FiringPlan(sorted(on_time + kept), next_tick(schedule, max(now, due)), missed)

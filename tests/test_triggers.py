@@ -10,12 +10,14 @@ by 30 minutes at 15:00 UTC on 4 Apr (02:00 LHDT -> 01:30) and 15:30 UTC on 3 Oct
 from __future__ import annotations
 
 import itertools
+import re
+import time
 from datetime import datetime
 
 import pytest
 
 from parallel_scheduler import InvalidJobError
-from parallel_scheduler.triggers import Schedule, next_tick, plan_firing
+from parallel_scheduler.triggers import MISSED_COUNT_LIMIT, Schedule, next_tick, plan_firing
 
 
 def utc(text: str) -> float:
@@ -113,7 +115,7 @@ def test_misfire_policies_after_an_outage(policy: str, cap: int, fired: list[str
     plan = plan_firing(schedule, HOURLY_DUE, AFTER_OUTAGE)
     assert plan.ticks == [utc(f"2026-01-01T{hhmm}Z") for hhmm in fired]
     assert plan.next_run_at == utc("2026-01-01T16:00Z")
-    assert plan.missed >= 1
+    assert plan.missed == 6  # 10:00 to 15:00 were all missed, fired or not
 
 
 @pytest.mark.parametrize("policy", ["skip", "run_once", "run_all"])
@@ -170,8 +172,126 @@ def test_interval_schedules_tick_on_a_fixed_grid() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"every": 0.5}, "at least 1 second"), ({"cron": "* * * * *", "every": 60}, "not both")],
+    [
+        ({"every": 0.5}, "interval must be from 1 to .* not 0.5"),
+        ({"every": 1e300}, "interval must be from 1 to .* not 1e[+]300"),
+        ({"every": float("nan")}, "interval must be from 1 to .* not nan"),
+        ({"every": "60"}, "interval must be a number"),
+        ({"cron": "* * * * *", "every": 60}, "not both"),
+        ({"every": 60, "start_at": -1.0}, "start date -1.0 is outside the valid range"),
+        ({"every": 60, "end_at": 1e20}, "end date 1e[+]20 is outside the valid range"),
+        ({"every": 60, "start_at": float("inf")}, "start date inf is outside"),
+        ({"every": 60, "misfire_grace": 1e300}, "misfire grace must be from 0"),
+    ],
 )
 def test_bad_intervals_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidJobError, match=message):
         Schedule(**kwargs)  # type: ignore[arg-type]
+
+
+# ---- issue 9, item 1: first-pass ticks of a fall-back hour, seen from its second pass ----------
+# 2027-10-31, Europe/Berlin: 03:00 CEST (01:00Z) -> 02:00 CET; 02:00-02:59 happens twice.
+# 2027-11-07, America/New_York: 02:00 EDT (06:00Z) -> 01:00 EST; 01:00-01:59 happens twice.
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "policy", "due", "now", "fired", "next_run"),
+    [
+        # every second: the pass for 02:59:59 CEST runs 0.5 s late, in the repeated hour
+        ("* * * * * *", "Europe/Berlin", "run_once", "2027-10-31T00:59:59Z",
+         "2027-10-31T01:00:00.500Z", ["2027-10-31T00:59:59Z"], "2027-10-31T02:00:00Z"),
+        # 02:59 CEST, a pass 59 s late (inside the grace)
+        ("59 2 * * *", "Europe/Berlin", "run_once", "2027-10-31T00:59Z",
+         "2027-10-31T01:00:59Z", ["2027-10-31T00:59Z"], "2027-11-01T01:59Z"),
+        # 02:45 CEST, run_once, the scheduler back at 01:10Z (02:10 CET)
+        ("45 2 * * *", "Europe/Berlin", "run_once", "2027-10-31T00:45Z",
+         "2027-10-31T01:10Z", ["2027-10-31T00:45Z"], "2027-11-01T01:45Z"),
+        # every 15 minutes, run_all, down from 00:00Z to 01:40Z: 00:45Z (02:45 CEST) too
+        ("*/15 * * * *", "Europe/Berlin", "run_all", "2027-10-31T00:00Z", "2027-10-31T01:40Z",
+         ["2027-10-31T00:00Z", "2027-10-31T00:15Z", "2027-10-31T00:30Z", "2027-10-31T00:45Z"],
+         "2027-10-31T02:00Z"),
+        # 01:30 EDT, the pass a second after the clocks went back
+        ("30 1 * * *", "America/New_York", "run_once", "2027-11-07T05:30Z",
+         "2027-11-07T06:00:01Z", ["2027-11-07T05:30Z"], "2027-11-08T06:30Z"),
+    ],
+)  # fmt: skip
+def test_first_pass_ticks_fire_from_the_repeated_hour(
+    cron: str, zone: str, policy: str, due: str, now: str, fired: list[str], next_run: str
+) -> None:
+    schedule = Schedule(cron, zone, misfire_policy=policy)  # type: ignore[arg-type]
+    assert next_tick(schedule, utc(due) - 1) == utc(due)
+    plan = plan_firing(schedule, utc(due), utc(now))
+    assert plan.ticks == [utc(t) for t in fired]
+    assert plan.next_run_at == utc(next_run)
+
+
+def test_a_pass_in_the_repeated_hour_does_not_walk_through_it_second_by_second() -> None:
+    # Given an every-second schedule due at the last first-pass second, seen from the second pass
+    schedule = Schedule("* * * * * *", "Europe/Berlin")
+    due, now = utc("2027-10-31T00:59:59Z"), utc("2027-10-31T01:30:00Z")
+    # When planned (and the next tick asked for, 30 minutes into the repeated hour)
+    started = time.perf_counter()
+    plan = plan_firing(schedule, due, now)
+    elapsed = time.perf_counter() - started
+    # Then the 59:59 tick is the missed one, the next run is 03:00 CET, and it took few steps
+    assert (plan.ticks, plan.missed, plan.next_run_at) == ([due], 1, utc("2027-10-31T02:00Z"))
+    assert elapsed < 0.5  # 1,800 repeated seconds walked one by one took about as long
+
+
+# ---- issue 9, item 2: the cap is run_all's, for missed ticks; ticks within the grace all fire --
+
+
+@pytest.mark.parametrize(
+    ("policy", "cap", "fired"),
+    [
+        ("run_once", 2, 7),  # six on time and the latest missed one
+        ("skip", 1, 6),  # the six on time
+        ("run_all", 1, 7),  # six on time and one missed
+        ("run_all", 3, 9),
+    ],
+)
+def test_the_cap_never_trims_ticks_within_the_grace(policy: str, cap: int, fired: int) -> None:
+    # Given an every-10-seconds job due 5 minutes ago, a pass now with a 55 s grace
+    schedule = Schedule(
+        "*/10 * * * * *",
+        misfire_policy=policy,
+        misfire_cap=cap,
+        misfire_grace=55,  # type: ignore[arg-type]
+    )
+    now = utc("2026-01-01T12:00:00Z")
+    plan = plan_firing(schedule, now - 300, now)
+    # Then the six ticks of the last 55 s fire, whatever the cap; 25 are counted as missed
+    on_time = [now - 50 + 10 * i for i in range(6)]
+    assert plan.ticks[-6:] == on_time
+    assert len(plan.ticks) == fired
+    assert plan.missed == 25
+
+
+def test_missed_ticks_are_counted_up_to_a_bound() -> None:
+    every_second = Schedule("* * * * * *", misfire_policy="skip", misfire_grace=0)
+    now = utc("2026-01-01T12:00:00Z")
+    assert plan_firing(every_second, now - 3600, now).missed == 3600
+    assert plan_firing(every_second, now - 86400, now).missed == MISSED_COUNT_LIMIT
+    hourly = Schedule(every=3600.0, misfire_policy="run_once", misfire_grace=0)
+    plan = plan_firing(hourly, now - 25 * 3600, now - 1)
+    assert (plan.ticks, plan.missed) == ([now - 3600], 25)
+
+
+# ---- issue 9, item 4: a schedule that can never fire is refused ---------------------------------
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "30 2 30 2 *", "0 0 0 31 4 *", "0 0 31 11 *"])
+def test_a_cron_that_never_fires_is_refused(cron: str) -> None:
+    with pytest.raises(InvalidJobError, match=re.escape(f"cron {cron!r} never fires")):
+        Schedule(cron)
+
+
+def test_a_cron_that_fires_only_in_leap_years_is_accepted() -> None:
+    schedule = Schedule("0 0 29 2 *")
+    assert next_tick(schedule, utc("2026-01-01T00:00Z")) == utc("2028-02-29T00:00Z")
+
+
+def test_dates_that_leave_no_tick_between_them_are_refused() -> None:
+    with pytest.raises(InvalidJobError, match=r"'0 9 1 \* \*' .* never fires between"):
+        Schedule("0 9 1 * *", start_at=utc("2026-01-02T00:00Z"), end_at=utc("2026-01-31T00:00Z"))
+    assert Schedule("0 9 1 * *", start_at=utc("2026-01-02T00:00Z"), end_at=utc("2026-02-01T09:00Z"))

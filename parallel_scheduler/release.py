@@ -189,9 +189,9 @@ class Releaser:
         in_time = [claim.id for claim, at in fenced if at < deadline]
         if in_time:
             logger.warning(
-                "%d job(s) were sent while their claim was valid, but their claim ran out and was "
-                "recovered before the send could be recorded (this process stalled or lost "
-                "storage between send and mark); they may run twice: %s",
+                "%d job(s) whose send started while their claim was valid could not be marked: "
+                "the claim ran out and was recovered first (this process stalled, or lost "
+                "storage, during or after the send); they may run twice: %s",
                 len(in_time),
                 ", ".join(in_time),
             )

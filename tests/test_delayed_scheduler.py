@@ -310,7 +310,11 @@ def test_a_mark_refused_after_a_stall_is_reported_by_when_the_send_started(
     # in time and only its mark came late; the other two were sent after their claim expired
     assert sorted(sent) == sorted(ids)
     assert outcomes[Outcome.FENCED] == 3
-    in_time = [r.getMessage() for r in caplog.records if "while their claim was valid" in r.message]
+    in_time = [
+        r.getMessage()
+        for r in caplog.records
+        if "whose send started while their claim was valid" in r.message
+    ]
     late = [r.getMessage() for r in caplog.records if "after its claim expired" in r.message]
     assert len(in_time) == 1 and in_time[0].startswith("1 job(s)") and first in in_time[0]
     assert sorted(m.split()[1] for m in late) == sorted(set(ids) - {first})

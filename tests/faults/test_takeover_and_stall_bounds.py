@@ -39,7 +39,7 @@ DEFAULTS = Settings()
 # Scheduling noise on a loaded two-core machine, on top of the lease + poll bound.
 SLACK = 2.0
 LATE_WARNING = "was sent after its claim expired"
-IN_TIME_WARNING = "were sent while their claim was valid"
+IN_TIME_WARNING = "whose send started while their claim was valid"
 
 
 @pytest.mark.parametrize(("kind", "release_mode"), [("postgresql", "per_job"), ("redis", "batch")])

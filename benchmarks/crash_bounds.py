@@ -1,0 +1,261 @@
+"""Crash and stall bounds: the lock holder SIGKILLed or SIGSTOPped mid-release, per release path,
+with every job counted. A count, not a speed figure; not a CI test (``tests/faults`` holds those).
+
+    .venv/bin/python benchmarks/crash_bounds.py       # 10,000 jobs (50,000 on the fast paths)
+    .venv/bin/python benchmarks/crash_bounds.py --jobs 1000 --paths batch --faults SIGSTOP
+
+For each release path and each fault it stores ``--jobs`` due jobs (``--fast-jobs`` on the two
+fast paths, which would otherwise be done before the fault lands), starts two real scheduler
+processes (``tests/faults/scheduler_process.py``) with the project's default settings unless
+given, and strikes the lock holder once ``--strike-at`` of the jobs went out:
+
+* ``SIGKILL``: the other process takes the lock over and releases everything;
+* ``SIGSTOP``: the other process takes over and releases everything, then the frozen one gets
+  ``SIGCONT`` and its pass runs to its end (the stall a GC pause or a swapped-out host causes).
+
+Then it counts: **lost** (stored, never sent), **duplicated** (sends beyond the first), what the
+stalled process sent after ``SIGCONT``, and how many "was sent after its claim expired" warnings
+it logged. The paths: ``per_job`` and ``batch`` through a recording dispatcher that takes
+``--dispatch-delay`` per job (a broker round trip); ``fast_publish`` (``batch``, PostgreSQL
+storage, a Redis broker, one atomic push per chunk); ``one_script`` (``batch``, Redis storage and
+broker on one server, jobs carrying their messages: pushed and marked in one script). The bound
+printed beside each row is ``max_degree_of_parallelism`` jobs for ``per_job``,
+``min(batch_size, max_degree_of_parallelism * CHUNK)`` for the chunked paths, 0 for one script.
+
+It starts its own PostgreSQL and Redis (``tests/faults/servers.py``: installed binaries, free
+ports, temporary directories) and never touches a shared server. ``--out`` appends each row as
+JSON; the table, the command, the commit and the load average are printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import storage_adapters  # noqa: E402
+from parallel_scheduler import Settings  # noqa: E402
+from parallel_scheduler.delayed import CHUNK  # noqa: E402
+from storage_adapters import JobState, NewJob, Storage  # noqa: E402
+from tests.faults.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids  # noqa: E402
+from tests.faults.harness import SchedulerProcess, lock_holder_process, read_dispatches  # noqa: E402
+from tests.faults.servers import PostgresServer, RedisServer, new_workdir  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
+
+LATE_WARNING = "was sent after its claim expired"
+IN_TIME_WARNING = "whose send started while their claim was valid"
+FAULTS = ("SIGKILL", "SIGSTOP")
+
+
+@dataclass(frozen=True)
+class ReleasePath:
+    name: str
+    storage: str  # postgresql | redis
+    release_mode: str
+    broker: bool  # send through the fast publish path to the Redis broker
+    envelopes: bool  # jobs carry their broker message: the one-script release
+
+
+PATHS = {
+    "per_job": ReleasePath("per_job", "postgresql", "per_job", broker=False, envelopes=False),
+    "batch": ReleasePath("batch", "postgresql", "batch", broker=False, envelopes=False),
+    "fast_publish": ReleasePath(
+        "fast_publish", "postgresql", "batch", broker=True, envelopes=False
+    ),
+    "one_script": ReleasePath("one_script", "redis", "batch", broker=True, envelopes=True),
+}
+
+
+def bound(path: ReleasePath, ns: argparse.Namespace) -> int:
+    if path.envelopes:
+        return 0
+    if path.release_mode == "per_job":
+        return int(ns.parallelism)
+    return min(int(ns.batch_size), int(ns.parallelism) * CHUNK)
+
+
+def store(storage: Storage, ids: list[str], broker_url: str | None, envelopes: bool) -> None:
+    maker = fast_publisher(broker_url) if envelopes and broker_url else None
+    due = storage.now() - 1
+    for first in range(0, len(ids), 5000):
+        page = [NewJob(i, "faults.record", "{}", due) for i in ids[first : first + 5000]]
+        if maker is not None:
+            page = [NewJob(j.id, j.task, j.payload, j.due_at, maker.envelope(j)) for j in page]
+        storage.add_jobs(page)
+
+
+def run_one(
+    path: ReleasePath, fault: str, ns: argparse.Namespace, pg: PostgresServer, redis: RedisServer
+) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="ps-crash-bounds-"))
+    storage_url = pg.url if path.storage == "postgresql" else redis.url_for_db(0)
+    broker_url = redis.url_for_db(1) if path.broker else None
+    if broker_url:
+        import redis as redis_client
+
+        redis_client.Redis.from_url(broker_url).delete(QUEUE)
+    prefix = f"crash_{uuid.uuid4().hex[:10]}"
+    storage = storage_adapters.from_url(storage_url, prefix=prefix, pool_size=4)
+    storage.setup()
+    jobs = ns.fast_jobs if path.broker else ns.jobs
+    ids = [f"crash-{i}" for i in range(jobs)]
+    store(storage, ids, broker_url, path.envelopes)
+    settings: dict[str, Any] = {
+        "release_mode": path.release_mode, "batch_size": ns.batch_size,
+        "parallelism": ns.parallelism, "poll_interval": ns.poll_interval,
+        "lock_lease": ns.lock_lease, "dispatch_delay": 0 if path.broker else ns.dispatch_delay,
+    }  # fmt: skip
+    if broker_url:
+        settings["broker_url"] = broker_url
+    processes = [
+        SchedulerProcess(workdir, name, storage_url, [prefix], **settings)
+        for name in ("first", "second")
+    ]
+    records = [p.record for p in processes]
+    sent_count: Callable[[], int] = (
+        (lambda: pushed_count(broker_url))
+        if broker_url
+        else (lambda: len(read_dispatches(records)))
+    )
+    row: dict[str, Any] = {"path": path.name, "fault": fault, "jobs": jobs}
+    try:
+        for process in processes:
+            process.wait_ready()
+        wait_until(lambda: sent_count() >= ns.strike_at * jobs, timeout=300, interval=0.005)
+        victim = lock_holder_process(storage, processes)
+        row["mid_pass"] = victim is not None
+        victim = victim or processes[0]
+        other = processes[1] if victim is processes[0] else processes[0]
+        struck_at = time.monotonic()
+        victim.send(signal.SIGKILL if fault == "SIGKILL" else signal.SIGSTOP)
+        if fault == "SIGKILL":
+            victim.wait(timeout=30)
+        row["sent_before_fault"] = sent_count()
+        row["claimed_at_fault"] = storage.count_by_state()[JobState.CLAIMED]
+        row["takeover_s"] = None  # not seen when nothing was left for the other to release
+        if row["sent_before_fault"] < jobs:
+            wait_until(
+                lambda: lock_holder_process(storage, processes) is other,
+                timeout=ns.lock_lease + 60,
+                interval=0.01,
+            )
+            row["takeover_s"] = round(time.monotonic() - struck_at, 2)
+        wait_until(
+            lambda: storage.count_by_state()[JobState.ENQUEUED] == jobs, timeout=600, interval=0.2
+        )
+        resumed_at = time.time()
+        if fault == "SIGSTOP":
+            victim.send(signal.SIGCONT)
+            resumed_at = time.time()
+            try:
+                wait_until(lambda: "pass released" in victim.log(), timeout=30, interval=0.1)
+            except AssertionError:
+                row["note"] = "the resumed process logged no end of pass within 30 s"
+        seen = (
+            pushed_ids(broker_url) if broker_url else [d.job_id for d in read_dispatches(records)]
+        )
+        counts = Counter(seen)
+        row["lost"] = len(set(ids) - set(counts))
+        row["duplicated"] = sum(n - 1 for n in counts.values())
+        row["bound"] = bound(path, ns)
+        if not broker_url:
+            late = [
+                d for d in read_dispatches(records) if d.by == victim.name and d.at > resumed_at
+            ]
+            row["sent_after_sigcont"] = len(late) if fault == "SIGSTOP" else None
+        log = victim.log()
+        row["late_send_warnings"] = log.count(LATE_WARNING)
+        row["in_time_warnings"] = log.count(IN_TIME_WARNING)
+    finally:
+        for process in processes:
+            process.end(grace=20)
+        storage.drop()
+        storage.close()
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| path | fault | jobs | claimed at the fault | take-over (s) | lost | duplicated "
+        "| bound | sent after SIGCONT | 'sent after its claim expired' logged |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        after = r.get("sent_after_sigcont")
+        lines.append(
+            f"| {r['path']} | {r['fault']} | {r['jobs']:,} | {r['claimed_at_fault']:,} "
+            f"| {r['takeover_s'] or '-'} | {r['lost']} | {r['duplicated']:,} | {r['bound']:,} "
+            f"| {'-' if after is None else after} | {r['late_send_warnings']} |"
+        )
+    return "\n".join(lines)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+def main(argv: list[str]) -> int:
+    defaults = Settings()
+    parser = argparse.ArgumentParser(prog="crash_bounds", description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--fast-jobs", type=int, default=50_000)
+    parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=list(PATHS))
+    parser.add_argument("--faults", nargs="+", choices=FAULTS, default=list(FAULTS))
+    parser.add_argument("--parallelism", type=int, default=defaults.max_degree_of_parallelism)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--poll-interval", type=float, default=defaults.poll_interval)
+    parser.add_argument("--lock-lease", type=float, default=defaults.lock_lease)
+    parser.add_argument("--dispatch-delay", type=float, default=0.001)
+    parser.add_argument("--strike-at", type=float, default=0.3, help="share of jobs sent first")
+    parser.add_argument("--out", help="append each row as JSON to this file")
+    ns = parser.parse_args(argv)
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    dirty = _git("status", "--porcelain", "parallel_scheduler", "storage_adapters")
+    commit = _git("rev-parse", "--short", "HEAD") + (" (code changed since)" if dirty else "")
+    pg = PostgresServer(new_workdir("crash-pg"))
+    redis = RedisServer(new_workdir("crash-redis"))
+    rows = []
+    try:
+        pg.start()
+        redis.start()
+        for name in ns.paths:
+            for fault in ns.faults:
+                row = run_one(PATHS[name], fault, ns, pg, redis)
+                rows.append(row)
+                if ns.out:
+                    with open(ns.out, "a") as out:
+                        out.write(json.dumps({**row, "commit": commit}) + "\n")
+    finally:
+        pg.close()
+        redis.close()
+    print()
+    print(table(rows))
+    print(
+        f"\ncommand: .venv/bin/python benchmarks/crash_bounds.py {' '.join(argv)}".rstrip()
+        + f"\ncommit: {commit}; chunk {CHUNK}; parallelism {ns.parallelism}, batch "
+        f"{ns.batch_size}, lease {ns.lock_lease} s, poll {ns.poll_interval} s, dispatch delay "
+        f"{ns.dispatch_delay} s (recording dispatcher)\nload average at start {load_start}, "
+        f"at end {[round(x, 2) for x in os.getloadavg()]}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

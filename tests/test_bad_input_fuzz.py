@@ -8,7 +8,10 @@ drivers (``rediss://``, PostgreSQL ``sslmode``), shown here against servers with
 from __future__ import annotations
 
 import string
+import uuid
+from datetime import timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -53,6 +56,39 @@ def test_recurring_input_is_saved_whole_or_refused_cleanly(
     else:
         saved = client.recurring.get("fuzz")
         assert saved is not None and saved.schedule.cron == cron and cap >= 1
+
+
+@fuzz
+@given(
+    when=st.one_of(
+        st.fixed_dictionaries({"eta": st.floats(allow_nan=True, allow_infinity=True)}),
+        st.fixed_dictionaries({"countdown": st.floats(allow_nan=True, allow_infinity=True)}),
+        st.fixed_dictionaries(
+            {"eta": st.datetimes(timezones=st.timezones(), allow_imaginary=False)}
+        ),
+    ),
+    task=st.one_of(st.just("tasks.f"), st.text(max_size=12)),
+    queue=st.one_of(st.none(), st.text(max_size=8)),
+)
+def test_a_job_is_stored_inside_the_range_or_refused_by_name(
+    storage: Storage, when: dict[str, Any], task: str, queue: str | None
+) -> None:
+    """Whatever comes in, what is stored can always be listed and shown: no row is ever flagged."""
+    client = Client(storage)
+    before = stored(storage)
+    options = {} if queue is None else {"queue": queue}
+    job_id = uuid.uuid4().hex  # examples share the store: each adds its own job
+    try:
+        client.schedule(task, job_id=job_id, **when, **options)
+    except InvalidJobError as exc:
+        assert str(exc)
+        assert stored(storage) == before
+    else:
+        job = client.get(job_id)
+        assert job is not None and job.problem is None
+        assert job.task == task and task == task.strip() and task.isprintable()
+        job.due_at.astimezone(timezone(timedelta(hours=-12))).isoformat()
+        assert all(j.problem is None for j in client.list(limit=1000))
 
 
 @fuzz

@@ -314,6 +314,46 @@ def test_a_released_bad_row_still_lists(target: Target) -> None:
     assert job.state is JobState.ENQUEUED and job.problem is not None
 
 
+def _write_by_hand(target: Target, job_id: str) -> None:
+    """Put a due time no client could write (NaN, or text) and a NaN creation time into a
+    stored row, straight through the server's own client, as a broken tool might."""
+    if target.url.startswith("redis"):
+        import redis
+
+        with redis.Redis.from_url(target.url) as server:
+            key = f"{{{target.prefix}}}:job:{job_id}"
+            assert server.hset(key, mapping={"due_at": "garbage", "created_at": "nan"}) == 0
+        return
+    import sqlalchemy as sa
+
+    url = target.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    due_at = "'garbage'" if url.startswith("sqlite") else "'NaN'"  # SQLite keeps text as text
+    created_at = "'NaN'" if url.startswith("postgresql") else "'not a time'"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        changed = conn.exec_driver_sql(
+            f"UPDATE {target.prefix}_jobs SET due_at = {due_at}, created_at = {created_at} "
+            f"WHERE id = '{job_id}'"
+        ).rowcount
+    engine.dispose()
+    assert changed == 1
+
+
+def test_a_row_edited_by_hand_is_listed_flagged(target: Target) -> None:
+    client = Client(target.storage)
+    client.schedule("tasks.ok", countdown=60, job_id="edited")
+    _write_by_hand(target, "edited")
+    (job,) = client.list()
+    assert (
+        job.problem is not None and "due_at nan" in job.problem and "created_at nan" in job.problem
+    )
+    assert math.isnan(job.due_at_epoch or 0.0)
+    assert json.loads(json.dumps(job.to_dict(), allow_nan=False))["due_at_epoch"] == "nan"
+    got = client.get("edited")
+    assert got is not None and got.problem == job.problem
+    assert client.counts()["scheduled"] == 1
+
+
 def test_display_instant_never_fails() -> None:
     assert display_instant(None) == "-"
     assert display_instant(0.0) == "1970-01-01T00:00:00+00:00"

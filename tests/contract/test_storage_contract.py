@@ -129,6 +129,33 @@ def test_invalid_id_error_names_the_problem(storage: Storage) -> None:
         storage.add_jobs([job("x" * 201, storage.now())])
 
 
+@pytest.mark.parametrize("due_at", [float("nan"), float("inf"), float("-inf"), True, "1"])
+def test_a_due_time_that_is_not_a_finite_number_is_refused(
+    storage: Storage, due_at: object
+) -> None:
+    with pytest.raises(ValueError, match="due_at"):
+        storage.add_jobs([job("ok", storage.now()), job("bad", due_at)])  # type: ignore[arg-type]
+    assert sum(storage.count_by_state().values()) == 0
+
+
+def test_any_finite_due_time_is_kept_exactly_and_every_read_survives_it(storage: Storage) -> None:
+    # The storage is a leaf and keeps what it is given; the documented range is the core's
+    # (parallel_scheduler.limits), so rows from before that check (or out of it) must still read.
+    # Given jobs due far outside the years a date can show, and an ordinary one
+    now = storage.now()
+    storage.add_jobs([job("far", 1e20), job("early", -1e12), job("now", now)])
+    # Then each reads back exactly, in due order, and the earliest is what next_due_at peeks
+    assert [(r.id, r.due_at) for r in storage.list_jobs(None, 10)] == [
+        ("early", -1e12), ("now", now), ("far", 1e20),
+    ]  # fmt: skip
+    assert storage.next_due_at() == -1e12
+    assert storage.fetch_due_ids(10) == ["early", "now"]
+    assert storage.reschedule("far", 2e20)
+    far = storage.get_job("far")
+    assert far is not None and far.due_at == 2e20
+    assert storage.count_by_state()[JobState.SCHEDULED] == 3
+
+
 # -- fetching due ids -----------------------------------------------------------------------
 
 

@@ -109,7 +109,7 @@ def test_a_redis_broker_without_kombus_redis_transport_names_the_extra(
     """The packaging bug itself: kombu's Redis transport needs ``packaging`` (celery[redis]);
     without it the first ``apply_async`` says what to install instead of failing in kombu."""
     monkeypatch.delitem(sys.modules, "kombu.transport.redis", raising=False)
-    _hide(monkeypatch, "packaging")
+    _hide(monkeypatch, "packaging", "packaging.version")
     app = Celery("extras", broker=REDIS_URL, set_as_current=False)
     app.conf.parallel_scheduler_eta_threshold = 60
     parallel_scheduler.celery.install(app)

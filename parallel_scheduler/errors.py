@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from storage_adapters import ParallelSchedulerError, StorageError, StorageUnavailableError
+from storage_adapters import (
+    MissingExtraError,
+    ParallelSchedulerError,
+    StorageError,
+    StorageUnavailableError,
+)
 
 __all__ = [
     "ConfigurationError",
     "DispatchError",
     "InvalidJobError",
     "LeaseLost",
+    "MissingExtraError",
     "ParallelSchedulerError",
     "StorageError",
     "StorageUnavailableError",

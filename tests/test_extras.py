@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+import parallel_scheduler
 import parallel_scheduler.celery
 import storage_adapters
 from storage_adapters import MissingExtraError, ParallelSchedulerError
@@ -40,6 +41,7 @@ def test_redis_storage_without_the_driver_names_the_redis_extra(
     )
     # One except catches everything of ours; code probing for optional features still works.
     assert isinstance(raised.value, ParallelSchedulerError)
+    assert parallel_scheduler.MissingExtraError is MissingExtraError  # re-exported by the core
     assert isinstance(raised.value, ImportError)
     assert raised.value.name == "redis"
 

@@ -445,7 +445,7 @@ def _configuration_problem(exc: redis.RedisError) -> str | None:
     """Refused credentials or permissions, a database number the server does not have, or an
     unknown host: no retry can fix those."""
     if isinstance(exc, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
-        return "the server refused the credentials (authentication failed)"
+        return "authentication failed (wrong credentials, or the server needs some the URL lacks)"
     if isinstance(exc, redis.exceptions.NoPermissionError):
         return "the user lacks a permission this needs (ACL)"
     if isinstance(exc, redis.ResponseError) and "DB index" in str(exc):

@@ -10,8 +10,10 @@ Real servers only; the one non-loopback name used is ``.invalid``, which fails i
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,7 +23,8 @@ from parallel_scheduler import Client
 from parallel_scheduler.cli import main
 from storage_adapters import StorageConfigurationError, StorageUnavailableError
 from storage_adapters.permanent import dns_problem, postgresql_problem
-from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
+from tests.conftest import IN_CI, POSTGRESQL_URL, REDIS_URL, require_server
+from tests.faults.servers import MissingBinaryError, RedisServer, new_workdir
 
 SECRET = "s3cret-xyz"
 RETRY_LOGGER = "parallel_scheduler.retrying"
@@ -80,7 +83,7 @@ PERMANENT = {
     "redis: wrong user and password": (
         "redis",
         lambda tmp: _with(REDIS_URL, user="no_such_user_xyz"),
-        "refused the credentials",
+        "authentication failed",
     ),
     "redis: no such database number": (
         "redis",
@@ -145,6 +148,65 @@ def test_the_cli_reports_a_permanent_error_in_one_line_at_once(
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and words in errors[0], err  # (the CLI also names its store first)
     assert "WARNING" not in err and "Traceback" not in err and SECRET not in err
+
+
+class _PasswordRedis(RedisServer):
+    """A throwaway Redis that requires a password, for the errors the shared one cannot give
+    (it has no password, and its default user takes any): NOAUTH, and WRONGPASS for a password."""
+
+    def _command(self) -> list[str]:
+        return [*super()._command(), "--requirepass", "right-password"]
+
+    def answers(self) -> bool:
+        import redis
+
+        try:
+            client = redis.Redis(port=self.port, password="right-password", socket_timeout=2)
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+
+    def _graceful_stop(self, save: bool) -> None:
+        """SIGTERM to the process this test started: the base class asks without a password."""
+        self.kill() if self._process is None else self._process.send_signal(signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def password_redis() -> Iterator[_PasswordRedis]:
+    try:
+        server = _PasswordRedis(new_workdir("redis-password"), label="redis-password")
+    except MissingBinaryError as exc:
+        if IN_CI:
+            pytest.fail(f"{exc}; CI=true forbids skipping storage tests")
+        pytest.skip(str(exc))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "words"),
+    [("", "authenticated"), (":wrong@", "invalid"), ("default:wrong@", "invalid")],
+)
+def test_redis_without_or_with_a_wrong_password_fails_at_once(
+    password_redis: _PasswordRedis, userinfo: str, words: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"redis://{userinfo}127.0.0.1:{password_redis.port}/0"
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    client = Client(storage_url=url, prefix="auth")
+    started = time.monotonic()
+    with pytest.raises(StorageConfigurationError, match="authentication failed") as error:
+        client.setup()
+    elapsed = time.monotonic() - started
+    client.close()
+    assert elapsed < 0.5 and not caplog.records, caplog.text
+    assert words in str(error.value) and "wrong@" not in str(error.value), error.value
+    right = Client(storage_url=f"redis://:right-password@127.0.0.1:{password_redis.port}/0")
+    right.setup()  # the same server with the right password works: the error was the password
+    assert right.counts()["scheduled"] == 0
+    right.close()
 
 
 @pytest.mark.parametrize("server", ["postgresql", "redis"])

@@ -13,6 +13,7 @@ from .errors import (
     InvalidJobError,
     MissingExtraError,
     ParallelSchedulerError,
+    StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "PassStats",
     "ScheduleResult",
     "Settings",
+    "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
     "__version__",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from storage_adapters import (
     MissingExtraError,
     ParallelSchedulerError,
+    StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "LeaseLost",
     "MissingExtraError",
     "ParallelSchedulerError",
+    "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
 ]

@@ -43,11 +43,14 @@ class Client:
         *,
         retry_for: float = 30.0,
         envelopes: EnvelopeMaker | None = None,
+        connect_timeout: float | None = None,
         **overrides: Any,
     ) -> None:
         """Use ``storage`` if given, else open the one ``settings`` (or ``overrides``) name.
 
-        ``retry_for`` bounds how long a call keeps retrying while storage is unreachable.
+        ``retry_for`` bounds how long a call keeps retrying while storage is unreachable, and
+        ``connect_timeout`` (default: the ``connect_timeout`` setting) how long one attempt to
+        reach the server may take.
         ``envelopes`` (a fast-publish dispatcher) builds each job's broker message as it is
         accepted, so releasing it costs no serialisation.
         """
@@ -59,6 +62,9 @@ class Client:
             self.settings.storage_url,
             prefix=self.settings.prefix,
             pool_size=self.settings.max_degree_of_parallelism,
+            connect_timeout=(
+                self.settings.connect_timeout if connect_timeout is None else connect_timeout
+            ),
         )
         self._clock = StorageClock(self.storage)
         self.recurring = RecurringJobs(

@@ -22,6 +22,7 @@ from tenacity import (
     retry_if_not_exception_type,
     stop_after_attempt,
     stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
 
@@ -40,7 +41,9 @@ def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
     retrying = Retrying(
         retry=retry_if_exception_type(StorageUnavailableError),
         wait=wait_random_exponential(multiplier=0.05, max=2.0),
-        stop=stop_after_delay(give_up_after),
+        # no sleep that would end past the budget: a caller waits at most give_up_after plus
+        # one attempt (itself bounded by the storage connect timeout)
+        stop=stop_after_delay(give_up_after) | stop_before_delay(give_up_after),
         before_sleep=before_sleep_log(logger, logging.WARNING),
         reraise=True,
     )

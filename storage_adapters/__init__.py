@@ -31,6 +31,7 @@ from .extras import MissingExtraError, require_driver
 from .urls import InvalidStorageURLError, mask_url, scheme_of
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_PREFIX",
     "DEFAULT_URL",
     "MAX_JOB_ID_LENGTH",
@@ -60,18 +61,32 @@ __all__ = [
 
 DEFAULT_URL = "sqlite:///parallel-scheduler.db"
 DEFAULT_PREFIX = "ps"
+#: Seconds one attempt to reach a storage server may take (PostgreSQL: whole seconds, at least 2).
+DEFAULT_CONNECT_TIMEOUT = 2.0
 
 
 def from_url(
-    url: str | None = None, *, prefix: str = DEFAULT_PREFIX, pool_size: int = 10
+    url: str | None = None,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    pool_size: int = 10,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
 ) -> Storage:
     """The adapter for ``url`` (the embedded SQLite file ``DEFAULT_URL`` when ``None``).
 
     ``prefix`` namespaces tables and keys so several schedulers can share one server;
     ``pool_size`` should be at least the scheduler's ``max_degree_of_parallelism``.
+    ``connect_timeout`` bounds each attempt to reach a PostgreSQL or Redis server, so an
+    unreachable one fails in seconds (SQLite opens a local file and needs none).
     Nothing is created until ``setup()`` is called.
     """
     url = DEFAULT_URL if url is None else url
+    if (
+        isinstance(connect_timeout, bool)
+        or not isinstance(connect_timeout, (int, float))
+        or not 0 < connect_timeout <= 3600
+    ):
+        raise ValueError(f"connect_timeout must be seconds in (0, 3600], not {connect_timeout!r}")
     scheme = scheme_of(url)
     validate_prefix(prefix)
     if scheme == "sqlite":
@@ -82,8 +97,10 @@ def from_url(
         require_driver("psycopg", "PostgreSQL storage")
         from .postgresql import PostgreSQLStorage
 
-        return PostgreSQLStorage(url, prefix=prefix, pool_size=pool_size)
+        return PostgreSQLStorage(
+            url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout
+        )
     require_driver("redis", "Redis storage")
     from .redis import RedisStorage
 
-    return RedisStorage(url, prefix=prefix, pool_size=pool_size)
+    return RedisStorage(url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout)

@@ -8,6 +8,7 @@ across processes with a transaction-scoped advisory lock.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from urllib.parse import unquote, urlsplit
 
@@ -23,7 +24,8 @@ from .urls import InvalidStorageURLError, mask_url
 
 __all__ = ["PostgreSQLStorage"]
 
-CONNECT_TIMEOUT_SECONDS = 10
+#: libpq counts its connect timeout in whole seconds, and reads anything under 2 as 2.
+MIN_CONNECT_TIMEOUT_SECONDS = 2
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
 
@@ -94,7 +96,9 @@ class PostgreSQLStorage(SQLStorage):
     ``StorageUnavailableError`` (the pool then replaces it) for the scheduler's retry to handle.
     """
 
-    def __init__(self, url: str, *, prefix: str = "ps", pool_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0
+    ) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
         normalised = normalise_url(url)
@@ -108,7 +112,7 @@ class PostgreSQLStorage(SQLStorage):
                 pool_pre_ping=False,
                 isolation_level="AUTOCOMMIT",
                 hide_parameters=True,
-                connect_args=_connect_args(normalised),
+                connect_args=_connect_args(normalised, connect_timeout),
             )
         except (sa.exc.ArgumentError, ValueError) as exc:
             detail = str(exc).replace(url, masked).replace(normalised, masked)
@@ -135,10 +139,12 @@ def _password_of(url: str) -> str | None:
     return unquote(password) if password else None
 
 
-def _connect_args(url: str) -> dict[str, object]:
-    """A bounded connect timeout, so an unreachable server fails fast, unless the URL sets one."""
+def _connect_args(url: str, connect_timeout: float) -> dict[str, object]:
+    """A bounded connect timeout, so an unreachable server fails fast, unless the URL sets one
+    (whole seconds, at least libpq's own minimum of 2)."""
     try:
         query = urlsplit(url).query
     except ValueError:
         return {}
-    return {} if "connect_timeout" in query else {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+    seconds = max(MIN_CONNECT_TIMEOUT_SECONDS, math.ceil(connect_timeout))
+    return {} if "connect_timeout" in query else {"connect_timeout": seconds}

@@ -51,7 +51,8 @@ __all__ = ["RedisStorage"]
 SCHEMA_VERSION = 1
 MIN_SERVER_VERSION = (6, 2)  # ZRANGE … BYSCORE LIMIT
 POOL_WAIT_SECONDS = 30.0  # how long a caller queues for a free connection before giving up
-_CONNECTION_DEFAULTS: dict[str, Any] = {"socket_connect_timeout": 5.0, "socket_timeout": 30.0}
+#: A reply can take this long (a release script over a big chunk) before the link counts as lost.
+SOCKET_TIMEOUT_SECONDS = 30.0
 # Each name is lua/<name>.lua; lua/_common.lua is put in front of every one of them.
 _SCRIPTS = (
     "add_jobs",
@@ -139,7 +140,9 @@ class RedisStorage(RedisRecurring):
     ``StorageUnavailableError`` so the scheduler's own retry decides.
     """
 
-    def __init__(self, url: str, *, prefix: str = "ps", pool_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0
+    ) -> None:
         self._prefix = validate_prefix(prefix)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
@@ -151,7 +154,8 @@ class RedisStorage(RedisRecurring):
                 max_connections=pool_size + 2,
                 timeout=POOL_WAIT_SECONDS,
                 decode_responses=True,
-                **_CONNECTION_DEFAULTS,
+                socket_connect_timeout=connect_timeout,
+                socket_timeout=max(SOCKET_TIMEOUT_SECONDS, connect_timeout),
             )
         except ValueError as exc:
             raise InvalidStorageURLError(

@@ -49,18 +49,43 @@ _records = redis.Redis.from_url(RECORD_URL)
 
 @app.task(name="plugin.record", bind=True)  # type: ignore[untyped-decorator]
 def record(self: Any, *args: Any, **kwargs: Any) -> None:
-    delivery = self.request.delivery_info or {}
+    _write(self, args, kwargs)
+
+
+def _write(task: Any, args: Any, kwargs: Any) -> None:
+    request = task.request
+    delivery = request.delivery_info or {}
     entry = {
-        "id": self.request.id,
+        "id": request.id,
+        "task": task.name,
         "at": time.time(),
         "args": list(args),
         "kwargs": kwargs,
         "routing_key": delivery.get("routing_key"),
         "priority": delivery.get("priority"),
-        "tenant": getattr(self.request, "x_tenant", None),
+        "tenant": getattr(request, "x_tenant", None),
         "worker_pid": os.getppid(),
+        "retries": request.retries,
+        "root_id": request.root_id,
+        "parent_id": request.parent_id,
+        "group": request.group,
+        "group_index": request.group_index,
     }
     _records.rpush(RECORD_KEY, json.dumps(entry))
+
+
+@app.task(name="plugin.flaky", bind=True, max_retries=5)  # type: ignore[untyped-decorator]
+def flaky(self: Any, *args: Any, delays: list[float]) -> None:
+    """Records each run like ``record``, then retries with ``countdown=delays[n]`` while there
+    is a next delay: so it runs ``len(delays) + 1`` times, the last with retries == len(delays)."""
+    _write(self, args, {"delays": delays})
+    if self.request.retries < len(delays):
+        raise self.retry(countdown=delays[self.request.retries])
+
+
+@app.task(name="plugin.fail")  # type: ignore[untyped-decorator]
+def fail(*args: Any) -> None:
+    raise RuntimeError("fails on purpose, so its link_error runs")
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]

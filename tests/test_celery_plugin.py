@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -18,142 +16,24 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-import redis
-from celery import Celery
 from celery.utils.time import maybe_make_aware
 
-import parallel_scheduler.celery
-import storage_adapters
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
-from storage_adapters import Storage
-from tests.conftest import REDIS_URL, require_server
+from tests.celery_cluster import KINDS, ROOT, Cluster, running
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
-ROOT = Path(__file__).resolve().parent.parent
-RABBITMQ_URL = os.environ.get(
-    "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
-)
 
 
-class Cluster:
-    """One test's queue, storage prefix, records and worker processes (ended by pid)."""
-
-    def __init__(self, broker_url: str, tmp_path: Path, fast_publish: bool = False) -> None:
-        run = uuid.uuid4().hex[:10]
-        self.fast_publish = fast_publish
-        self.queue = f"ps-plugin-{run}"
-        self.prefix = f"t{run}"
-        self.key = f"ps-plugin:{run}:executed"
-        self.broker_url = broker_url
-        self.tmp_path = tmp_path
-        self.records = redis.Redis.from_url(REDIS_URL)
-        self.env = dict(
-            os.environ,
-            PS_BROKER_URL=broker_url,
-            PS_RECORD_URL=REDIS_URL,
-            PS_RECORD_KEY=self.key,
-            PS_QUEUE=self.queue,
-            PARALLEL_SCHEDULER_STORAGE_URL=REDIS_URL,
-            PARALLEL_SCHEDULER_PREFIX=self.prefix,
-            PARALLEL_SCHEDULER_LOCK_LEASE="2",
-            PARALLEL_SCHEDULER_FAST_PUBLISH=str(fast_publish).lower(),
-        )
-        self.workers: list[subprocess.Popen[bytes]] = []
-        self.storage: Storage = storage_adapters.from_url(REDIS_URL, prefix=self.prefix)
-        self.storage.setup()
-
-    def start_worker(self, *extra: str, queue: str | None = None) -> subprocess.Popen[bytes]:
-        name = f"w{len(self.workers)}-{self.queue}"
-        command = [
-            sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "worker",
-            "-Q", queue or self.queue, "-c", "2", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "--loglevel=INFO", f"--hostname={name}@%h", *extra,
-        ]  # fmt: skip
-        log = (self.tmp_path / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
-        )
-        self.workers.append(process)
-        return process
-
-    def wait_ready(self, count: int) -> None:
-        wait_until(lambda: self.records.llen(self.key + ":ready") >= count, timeout=60)
-
-    def producer(self) -> Celery:
-        """The calling side: an app like the user's, with the plugin installed."""
-        app = Celery("producer", broker=self.broker_url)
-        app.conf.update(task_serializer="json", task_default_queue=self.queue)
-        app.conf.parallel_scheduler_eta_threshold = 1.0
-        parallel_scheduler.celery.install(
-            app,
-            storage_url=REDIS_URL,
-            prefix=self.prefix,
-            poll_interval=0.1,
-            fast_publish=self.fast_publish,
-        )
-
-        @app.task(name="plugin.record", shared=False)  # type: ignore[untyped-decorator]
-        def record(*args: Any, **kwargs: Any) -> None:
-            raise AssertionError("runs on the worker, never here")
-
-        return app
-
-    def has_envelope(self, job_id: str) -> bool:
-        return bool(self.records.hget(f"{{{self.prefix}}}:job:{job_id}", "envelope"))
-
-    def still_scheduled(self, job_id: str) -> bool:
-        job = self.storage.get_job(job_id)
-        return job is not None and job.state is JobState.SCHEDULED
-
-    def executions(self) -> list[dict[str, Any]]:
-        return [json.loads(raw) for raw in self.records.lrange(self.key, 0, -1)]
-
-    def close(self) -> None:
-        for process in self.workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.workers:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        self.records.delete(self.key, self.key + ":ready", self.queue)
-        self.records.delete(
-            f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}"
-        )
-        self.storage.drop()
-        self.storage.close()
-
-
-def broker_url(kind: str) -> str:
-    require_server("redis")
-    if kind == "rabbitmq":
-        require_server("rabbitmq")
-        return RABBITMQ_URL
-    return REDIS_URL
-
-
-@pytest.fixture(
-    params=["redis", "redis+fast_publish", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)]
-)
+@pytest.fixture(params=KINDS)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    kind, _, fast = str(request.param).partition("+")
-    made = Cluster(broker_url(kind), tmp_path, fast_publish=bool(fast))
-    try:
-        yield made
-    finally:
-        made.close()
+    yield from running(str(request.param), tmp_path)
 
 
 @pytest.fixture
 def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    made = Cluster(broker_url("redis"), tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+    yield from running("redis", tmp_path)
 
 
 def test_far_calls_run_once_when_due_with_their_routing(cluster: Cluster) -> None:
@@ -227,14 +107,21 @@ def test_the_scheduler_fails_over_when_its_worker_is_killed(redis_cluster: Clust
     assert sum(runs.values()) - len(ids) <= 1000
 
 
-def test_below_the_threshold_celery_keeps_the_call(redis_cluster: Cluster) -> None:
+def test_below_the_threshold_or_in_a_chord_celery_keeps_the_call(
+    redis_cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
     app = redis_cluster.producer()
     result = app.send_task("plugin.record", (1,), countdown=0.5)
-    retry = app.send_task("plugin.record", (2,), countdown=3600, retries=1)
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.celery"):
+        member = app.send_task(
+            "plugin.record", (2,), countdown=3600, chord=app.signature("plugin.record")
+        )
     assert redis_cluster.storage.get_job(result.id) is None
-    assert redis_cluster.storage.get_job(retry.id) is None  # a retry goes Celery's own way
+    assert redis_cluster.storage.get_job(member.id) is None  # a chord member goes Celery's way,
+    assert "Celery's own eta path" in caplog.text  # at WARNING, with the reason
+    assert "chord: a chord member reports to its chord" in caplog.text
     messages = [json.loads(m) for m in redis_cluster.records.lrange(redis_cluster.queue, 0, -1)]
-    assert {m["headers"]["id"] for m in messages} == {result.id, retry.id}
+    assert {m["headers"]["id"] for m in messages} == {result.id, member.id}
     assert all(m["headers"]["eta"] for m in messages)
 
 
@@ -291,12 +178,23 @@ def test_bad_calls_are_refused_or_flagged(
     assert "not registered" in caplog.text
 
 
-def test_a_worker_with_a_bad_storage_url_does_not_start(redis_cluster: Cluster) -> None:
-    redis_cluster.env["PARALLEL_SCHEDULER_STORAGE_URL"] = "postgresql://u:hunter2@127.0.0.1:1/x"
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u:hunter2@127.0.0.1:1/x", "redis://:hunter2@127.0.0.1:1/0"],
+    ids=["postgresql", "redis"],
+)
+def test_a_worker_with_unreachable_storage_stops_with_one_line(
+    redis_cluster: Cluster, url: str
+) -> None:
+    redis_cluster.env["PARALLEL_SCHEDULER_STORAGE_URL"] = url
     worker = redis_cluster.start_worker("--parallel-scheduler")
-    assert worker.wait(timeout=60) != 0
+    assert worker.wait(timeout=60) == 1
     log = next(redis_cluster.tmp_path.glob("w0-*.log")).read_text()
-    assert "parallel-scheduler cannot start" in log
+    ours = [line for line in log.splitlines() if "parallel-scheduler" in line]
+    assert len(ours) == 1, log
+    assert ours[0].startswith("parallel-scheduler cannot start: ")
+    assert "127.0.0.1:1" in ours[0]
+    assert "Traceback" not in log
     assert "hunter2" not in log
 
 

@@ -57,6 +57,7 @@ from ..dispatchers import (
 from ..errors import ConfigurationError, DispatchError, LeaseLost
 from ..jobs import decode_payload
 from .message_template import (
+    carries_own_identity,
     dumps,
     expires_header,
     options_key,
@@ -409,6 +410,8 @@ class AmqpPublisher:
     def _build(self, job: ClaimedJob) -> _Message | None:
         """One job's message, or ``None`` for the slow path."""
         args, kwargs, stored = decode_payload(job.payload)
+        if carries_own_identity(stored):  # a stored retry: send_task keeps its task id
+            return None
         template = self._template(job.task, stored, job.payload)
         if template is None:
             return None

@@ -3,7 +3,8 @@ every worker started with the flag; the scheduler lock keeps exactly one of them
 another takes over within one lock lease when it dies.
 
 The configuration is checked (storage reachable, schema set up) before the worker starts
-consuming, so a misconfigured worker stops at start-up with one clear error rather than running
+consuming, so a misconfigured worker stops at start-up with one clear line on stderr,
+``parallel-scheduler cannot start: …`` (exit status 1, no traceback), rather than running
 half-configured. The scheduler itself is built after the pool has forked its children, so no
 database connection is ever shared across a fork.
 """
@@ -16,7 +17,6 @@ from typing import Any
 
 import click
 from celery import bootsteps
-from celery.exceptions import ImproperlyConfigured
 
 from storage_adapters import StorageError, mask_url
 
@@ -48,7 +48,10 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
         except (ParallelSchedulerError, StorageError, ValueError) as exc:
             url = get_integration(app).settings.storage_url if _settings_ok(app) else None
             message = str(exc).replace(url, mask_url(url)) if url else str(exc)
-            raise ImproperlyConfigured(f"parallel-scheduler cannot start: {message}") from None
+            # SystemExit with a message: the interpreter prints just that line to stderr and
+            # exits 1 (Celery's worker command passes it through); Celery's own errors here
+            # would print a traceback of several dozen lines around it
+            raise SystemExit(f"parallel-scheduler cannot start: {message}") from None
         service.close()  # opened only to check; the real one is built after the fork
 
     def start(self, worker: Any) -> None:

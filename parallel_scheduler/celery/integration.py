@@ -15,15 +15,16 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+from celery.utils import uuid
 from celery.utils.time import maybe_make_aware
 
 import storage_adapters
-from storage_adapters import ClaimedJob, ListReleasingStorage, Storage
+from storage_adapters import ClaimedJob, ListReleasingStorage, Storage, StorageUnavailableError
 
 from ..client import Client
 from ..clock import StorageClock
@@ -35,15 +36,18 @@ from ..recurring_jobs import RecurringJobs
 from ..service import SchedulerService
 from ..settings import Settings
 from .broker_extras import require_broker_transport
-from .call_options import carried_options, reasons_not_to_defer
+from .call_options import carried_options, explain, reasons_not_to_defer
+from .retries import is_retry, retry_job_id
+from .revoke import hook_revoke
 from .signals import job_released, job_scheduled
 
 __all__ = ["CeleryIntegration", "get_integration", "install"]
 
 logger = logging.getLogger("parallel_scheduler.celery")
 _ATTRIBUTE = "parallel_scheduler"
-#: A caller of apply_async waits at most this long for unreachable storage, then gets the error.
-CALLER_RETRY_SECONDS = 5.0
+#: Options that name a broker connection: harmless to drop when it is the app's own broker (a
+#: group passes the producer it sends every member with), since the release uses that broker too.
+_CONNECTION_OPTIONS = ("producer", "publisher", "connection")
 
 
 class CeleryIntegration:
@@ -62,10 +66,11 @@ class CeleryIntegration:
     @property
     def client(self) -> Client:
         """This process's client: prefork workers fork after install, and connections must not
-        be shared across a fork."""
+        be shared across a fork. A caller waits for unreachable storage about ``connect_timeout``
+        (retries included), then gets ``StorageUnavailableError``."""
         with self._guard:
             if self._client is None or self._client_pid != os.getpid():
-                client = Client(settings=self.settings, retry_for=CALLER_RETRY_SECONDS)
+                client = Client(settings=self.settings, retry_for=self.settings.connect_timeout)
                 try:
                     client.envelopes = self._envelope_maker(client.storage)
                     client.setup()
@@ -113,27 +118,69 @@ class CeleryIntegration:
         task_id: str | None = None,
         **options: Any,
     ) -> Any:
-        """Store one call durably; returns an ``AsyncResult`` whose id is the job id."""
-        reasons = reasons_not_to_defer(options)
+        """Store one call durably; returns an ``AsyncResult`` whose id is the task id (the job
+        id, but for a retry, stored as ``<task id>:retry-<n>``: see ``retries.py``)."""
+        job_id, message_id, options, reasons = self.plan(task_id, options)
         if reasons:
-            raise InvalidJobError(
-                f"cannot store a call of {name!r} with option(s) {', '.join(sorted(reasons))}"
-            )
+            raise InvalidJobError(f"cannot store a call of {name!r}: {explain(reasons)}")
         self._warn_if_unknown(name)
         if isinstance(eta, datetime):
             eta = maybe_make_aware(eta, self.app.timezone)
         carried = carried_options(options, self.app.now())
         if "queue" not in carried:  # route now, by this app's task_routes and default queue,
             carried["queue"] = self._queue_for(name, args, kwargs)  # whoever releases it later
-        spec = JobSpec(name, args or (), kwargs or {}, carried, task_id, eta, countdown)
-        result = self.client.schedule_many([spec])[0]
+        spec = JobSpec(name, args or (), kwargs or {}, carried, job_id, eta, countdown)
+        try:
+            result = self.client.schedule_many([spec])[0]
+        except StorageUnavailableError as exc:
+            raise StorageUnavailableError(
+                f"the call of {name!r} was not stored, nor sent: {exc} (gave up after "
+                f"connect_timeout={self.settings.connect_timeout:g} s; set fallback_to_celery to "
+                "hand such calls to Celery's own eta path while storage is down)"
+            ) from exc
         if not result.created:
             logger.info("job %s already exists; the call changed nothing", result.job_id)
         job_scheduled.send(
             sender=name, job_id=result.job_id, due_at=result.due_at, created=result.created
         )
         result_cls = options.get("result_cls") or self.app.AsyncResult
-        return result_cls(result.job_id)
+        return result_cls(message_id or result.job_id)
+
+    def plan(
+        self, task_id: str | None, options: Mapping[str, Any]
+    ) -> tuple[str | None, str | None, dict[str, Any], list[str]]:
+        """``(job id, task id of the message, options, reasons not to store)`` for one call.
+
+        A retry keeps its task's id and lineage in the message and gets a job id of its own;
+        a connection option naming this app's own broker is dropped (the release uses it too).
+        """
+        options = dict(options)
+        for name in _CONNECTION_OPTIONS:
+            if options.get(name) is not None and self._same_broker(options[name]):
+                del options[name]
+        reasons = reasons_not_to_defer(options)
+        if not is_retry(options.get("retries")):
+            return task_id, None, options, reasons
+        message_id = task_id or uuid()
+        job_id = retry_job_id(message_id, options["retries"])
+        if job_id is None:
+            reasons.append("task_id")
+        options["headers"] = {**(options.get("headers") or {}), "id": message_id}
+        parent = self.app.current_worker_task  # what send_task would fill in at call time
+        if parent is not None:
+            request = parent.request
+            options["root_id"] = options.get("root_id") or request.root_id or request.id
+            options["parent_id"] = options.get("parent_id") or request.id
+        return job_id, message_id, options, reasons
+
+    def _same_broker(self, thing: Any) -> bool:
+        """Whether a producer or connection option reaches this app's own broker."""
+        connection = getattr(thing, "connection", thing)
+        as_uri = getattr(connection, "as_uri", None)
+        if as_uri is None:
+            return False
+        with self.app.connection_for_write() as own:
+            return bool(as_uri() == own.as_uri())
 
     def _queue_for(self, name: str, args: Any, kwargs: Any) -> str:
         route = self.app.amqp.router.route({}, name, args or (), kwargs or {})
@@ -155,8 +202,14 @@ class CeleryIntegration:
             )
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel a stored call by the id its ``AsyncResult`` carries."""
+        """Cancel a stored call by the id its ``AsyncResult`` carries (a stored retry by its own
+        job id, ``<task id>:retry-<n>``; ``revoke(task_id)`` cancels those too)."""
         return self.client.cancel(job_id)
+
+    def cancel_many(self, job_ids: Iterable[str]) -> list[str]:
+        """Cancel every listed job that is still scheduled; returns the ids it cancelled."""
+        client = self.client
+        return [job_id for job_id in job_ids if client.cancel(job_id)]
 
     # -- the scheduler ------------------------------------------------------------------------
 
@@ -187,6 +240,7 @@ class CeleryIntegration:
             settings.storage_url,
             prefix=settings.prefix,
             pool_size=settings.max_degree_of_parallelism,
+            connect_timeout=settings.connect_timeout,
         )
         try:
             storage.setup()
@@ -230,16 +284,28 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
         task_id: str | None = None, **options: Any,
     ) -> Any:  # fmt: skip
         if integration.should_defer(countdown, eta):
-            reasons = reasons_not_to_defer(options)
-            if not reasons:
-                return integration.schedule(
-                    name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
+            reasons = integration.plan(task_id, options)[3]
+            if reasons:
+                logger.warning(
+                    "call of %s goes to Celery's own eta path (it waits in worker memory): %s",
+                    name,
+                    explain(reasons),
                 )
-            logger.info(
-                "call of %s goes to Celery's own eta path: option(s) %s must be sent now",
-                name,
-                ", ".join(sorted(reasons)),
-            )
+            else:
+                try:
+                    return integration.schedule(
+                        name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id,
+                        **options,
+                    )  # fmt: skip
+                except StorageUnavailableError as exc:
+                    if not integration.settings.fallback_to_celery:
+                        raise
+                    logger.warning(
+                        "storage unreachable; call of %s goes to Celery's own eta path "
+                        "(fallback_to_celery): %s",
+                        name,
+                        exc,
+                    )
         return original(
             name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
         )
@@ -268,6 +334,7 @@ def install(app: Any, **overrides: Any) -> CeleryIntegration:
     integration = CeleryIntegration(app, overrides)
     setattr(app, _ATTRIBUTE, integration)
     _wrap_send_task(app, integration)
+    hook_revoke(app, integration.cancel_many)
     app.Task.schedule = _task_schedule
     from .bootstep import register_worker_step
 

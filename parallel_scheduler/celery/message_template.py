@@ -20,6 +20,7 @@ from ..dispatchers import celery_options
 
 __all__ = [
     "REPR_LIMIT",
+    "carries_own_identity",
     "dumps",
     "expires_header",
     "options_key",
@@ -62,6 +63,14 @@ def options_key(stored: dict[str, Any], payload: str) -> str:
     return payload[payload.rfind('"options":') :]
 
 
+def carries_own_identity(stored: dict[str, Any]) -> bool:
+    """Whether a job's message keeps a task id or root id of its own (a stored retry keeps its
+    task's id; see ``celery/retries.py``). The fast paths write the job id into both headers per
+    job, so such a job goes through ``send_task``, whose ``headers`` override Celery's own."""
+    headers = stored.get("headers") or {}
+    return "id" in headers or "root_id" in headers
+
+
 def template_options(stored: dict[str, Any]) -> dict[str, Any]:
     """The stored options as ``send_task`` keyword arguments, less the per-job ``expires``."""
     return celery_options({k: v for k, v in stored.items() if k != "expires"})
@@ -71,11 +80,12 @@ def sample_message(
     app: Any, task: str, options: dict[str, Any], origin: str, task_id: str = "template"
 ) -> Any:
     """Celery's own message for a call of ``task`` with ``options`` and no arguments; a single
-    ``link``/``link_error`` becomes a list, as ``send_task`` makes it (a worker iterates them)."""
+    ``link``/``link_error`` becomes a list, as ``send_task`` makes it (a worker iterates them).
+    The rest of a chain travels in the body, the caller's reply queue in the properties."""
     return app.amqp.as_task_v2(
         task_id, task, (), {},
         callbacks=maybe_list(options.get("link")), errbacks=maybe_list(options.get("link_error")),
         time_limit=options.get("time_limit"), soft_time_limit=options.get("soft_time_limit"),
         shadow=options.get("shadow"), ignore_result=options.get("ignore_result"),
-        origin=origin,
+        chain=options.get("chain"), reply_to=options.get("reply_to"), origin=origin,
     )  # fmt: skip

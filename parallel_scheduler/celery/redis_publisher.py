@@ -34,8 +34,14 @@ from ..dispatchers import (
 )
 from ..errors import ConfigurationError
 from ..jobs import decode_payload
+from .message_template import (
+    carries_own_identity,
+    options_key,
+    origin,
+    sample_message,
+    template_options,
+)
 from .message_template import dumps as _dumps
-from .message_template import options_key, origin, sample_message, template_options
 from .message_template import short_repr as _short_repr
 
 __all__ = ["RedisPublisher"]
@@ -129,6 +135,8 @@ class RedisPublisher:
         only the per-job fields (id, argument reprs, body, delivery tag) are encoded here.
         """
         args, kwargs, stored = decode_payload(job.payload)
+        if carries_own_identity(stored):  # a stored retry: send_task keeps its task id
+            return None
         template = self._template(job.task, stored, job.payload)
         if template is None:
             return None

@@ -1,0 +1,109 @@
+"""Storage unreachable when ``apply_async`` is called: the caller waits about ``connect_timeout``,
+then gets ``StorageUnavailableError`` (of the project's one exception tree), or, with
+``fallback_to_celery``, the call goes to Celery's own eta path with a WARNING."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from celery import Celery
+
+import parallel_scheduler.celery
+from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
+from tests.conftest import REDIS_URL, require_server
+
+pytestmark = [pytest.mark.celery, pytest.mark.redis]
+
+#: Nothing listens on port 1: every connection attempt is refused at once.
+UNREACHABLE = {
+    "redis": "redis://127.0.0.1:1/0",
+    "postgresql": "postgresql://postgres:hunter2@127.0.0.1:1/test",
+}
+
+
+@pytest.fixture
+def queue() -> Iterator[str]:
+    require_server("redis")
+    name = f"ps-down-{uuid.uuid4().hex[:10]}"
+    yield name
+    redis.Redis.from_url(REDIS_URL).delete(name)
+
+
+def producer(queue: str, storage_url: str, **overrides: object) -> Celery:
+    app = Celery("producer", broker=REDIS_URL)
+    app.conf.update(task_serializer="json", task_default_queue=queue)
+    parallel_scheduler.celery.install(app, storage_url=storage_url, eta_threshold=1.0, **overrides)
+    return app
+
+
+@pytest.mark.parametrize("kind", sorted(UNREACHABLE))
+def test_a_call_fails_within_the_connect_timeout(queue: str, kind: str) -> None:
+    app = producer(queue, UNREACHABLE[kind])
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError) as raised:
+        app.send_task("plugin.record", (1,), countdown=600)
+    waited = time.monotonic() - started
+    assert waited < 4.0  # connect_timeout (2 s) bounds the retries too; it was 5.4 s
+    assert isinstance(raised.value, ParallelSchedulerError)
+    message = str(raised.value)
+    assert "'plugin.record' was not stored, nor sent" in message
+    assert "127.0.0.1:1" in message and "hunter2" not in message
+    assert "fallback_to_celery" in message
+    assert redis.Redis.from_url(REDIS_URL).llen(queue) == 0  # nothing went to the broker
+
+
+def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout(queue: str) -> None:
+    # A listening socket that never answers: the TCP connect succeeds, the handshake never ends
+    # (what a hung or firewalled server looks like); the driver's own default waited 10 s
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        app = producer(queue, f"postgresql://postgres@127.0.0.1:{port}/test")
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailableError, match="timeout"):
+            app.send_task("plugin.record", countdown=600)
+        assert time.monotonic() - started < 4.0
+
+
+def test_a_shorter_connect_timeout_is_honoured(queue: str) -> None:
+    app = producer(queue, UNREACHABLE["redis"], connect_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError):
+        app.send_task("plugin.record", countdown=600)
+    assert time.monotonic() - started < 1.5
+
+
+def test_the_fallback_hands_the_call_to_celery_with_a_warning(
+    queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = producer(queue, UNREACHABLE["redis"], fallback_to_celery=True)
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.celery"):
+        result = app.send_task("plugin.record", (7,), countdown=600)
+    warnings = [r for r in caplog.records if r.name == "parallel_scheduler.celery"]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert "goes to Celery's own eta path (fallback_to_celery)" in warnings[0].getMessage()
+    assert "127.0.0.1:1" in warnings[0].getMessage()
+    messages = [json.loads(m) for m in redis.Redis.from_url(REDIS_URL).lrange(queue, 0, -1)]
+    assert [m["headers"]["id"] for m in messages] == [result.id]
+    assert messages[0]["headers"]["eta"]  # Celery's own eta message, as without the plugin
+
+
+def test_schedule_never_falls_back(queue: str) -> None:
+    # task.schedule() promises durable storage: with storage down it raises even with fallback
+    app = producer(queue, UNREACHABLE["redis"], fallback_to_celery=True)
+
+    @app.task(name="plugin.record", shared=False)  # type: ignore[untyped-decorator]
+    def record(*args: object) -> None:
+        raise AssertionError("never runs here")
+
+    with pytest.raises(StorageUnavailableError):
+        record.schedule((1,), countdown=600)
+    assert redis.Redis.from_url(REDIS_URL).llen(queue) == 0

@@ -19,6 +19,7 @@ from storage_adapters import JobRecord, JobState, NewJob, validate_job_id
 from storage_adapters.base import MAX_TASK_NAME_LENGTH, InvalidIdentifierError
 
 from .errors import InvalidJobError
+from .firing_ids import check_not_reserved
 from .limits import MAX_INSTANT, MIN_INSTANT, check_countdown, check_instant, in_range
 
 __all__ = [
@@ -187,6 +188,7 @@ class JobSpec:
             validate_job_id(job_id)
         except InvalidIdentifierError as exc:
             raise InvalidJobError(str(exc)) from None
+        check_not_reserved(job_id)  # a recurring firing's id: see firing_ids
         body = {
             "args": list(self.args),
             "kwargs": dict(self.kwargs),

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from storage_adapters import Firing, NewJob, RecurringRecord, Storage
 
 from .errors import InvalidJobError
+from .limits import check_instant
 from .lock_lease import HeldLock
 from .recurring_jobs import add_history, firing_id
 from .retrying import call_storage
@@ -93,10 +94,12 @@ class RecurringJobScheduler(LockedScheduler):
             return 0, 0, 0, "stale"
         try:
             schedule = Schedule.from_json(record.schedule)
-        except (InvalidJobError, ValueError, TypeError) as exc:
-            logger.error("recurring job %s has an unusable schedule: %s", record.id, exc)
+            check_instant("next run", record.next_run_at)
+            plan = plan_firing(schedule, record.next_run_at, self._clock.now())
+        except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
+            # A row written by hand or before the checks: left as it is, reported, not fired.
+            logger.error("recurring job %s is unusable: %s", record.id, exc)
             return 0, 0, 0, "failed"
-        plan = plan_firing(schedule, record.next_run_at, self._clock.now())
         jobs = tuple(
             NewJob(firing_id(record.id, tick), record.task, record.payload, tick)
             for tick in plan.ticks

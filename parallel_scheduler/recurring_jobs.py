@@ -4,15 +4,21 @@ A firing of recurring job ``R`` at tick ``T`` is an ordinary delayed job with th
 ``R@<T in UTC, ISO 8601, seconds>``, e.g. ``nightly-report@2026-11-30T02:00:00Z``, due at ``T``.
 Its id is its idempotency key, so a second attempt at the same tick (a retry after a crash, a
 racing scheduler) creates nothing: each tick fires exactly once. A manual trigger gets the id
-``R@trigger-<UTC time to the microsecond>``.
+``R@trigger-<UTC time to the microsecond>``. That id form is reserved (``firing_ids``):
+``schedule()`` refuses it, so no delayed job can squat a tick.
+
+Reading a stored recurring job never fails: a row whose schedule no longer validates, whose
+payload or history is unreadable, or whose next/last run is outside the valid range is returned
+with ``problem`` saying what is wrong, so one bad row cannot break ``list`` for everyone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from storage_adapters import (
@@ -27,7 +33,9 @@ from storage_adapters import (
 
 from .clock import StorageClock
 from .errors import InvalidJobError
-from .jobs import JobSpec, decode_payload, utc_datetime
+from .firing_ids import firing_id, trigger_id
+from .jobs import JobSpec, decode_payload, display_instant, utc_datetime
+from .limits import in_range
 from .retrying import call_storage
 from .triggers import MisfirePolicy, Schedule, next_tick
 
@@ -36,15 +44,6 @@ __all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "firing_id"]
 T = TypeVar("T")
 HISTORY_LIMIT = 20  # recent firings kept per recurring job
 MAX_RECURRING_ID_LENGTH = 200 - len("@trigger-2026-01-01T00:00:00.000000Z")
-
-
-def _iso(epoch: float, timespec: str = "seconds") -> str:
-    moment = datetime.fromtimestamp(epoch, tz=timezone.utc)
-    return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
-
-
-def firing_id(recurring_id: str, tick: float) -> str:
-    return f"{recurring_id}@{_iso(tick)}"
 
 
 def validate_recurring_id(recurring_id: str) -> str:
@@ -62,8 +61,56 @@ def validate_recurring_id(recurring_id: str) -> str:
     return recurring_id
 
 
-def _aware(epoch: float | None) -> datetime | None:
-    return None if epoch is None else utc_datetime(epoch)
+def _shown_instant(name: str, epoch: float | None, problems: list[str]) -> datetime | None:
+    """A stored next/last run as a datetime; outside the valid range (or NaN), ``None`` and a
+    problem naming the stored value, so that showing the row cannot raise."""
+    if epoch is None:
+        return None
+    if isinstance(epoch, (int, float)) and in_range(epoch):
+        return utc_datetime(epoch)
+    problems.append(f"{name} {display_instant(epoch)}")
+    return None
+
+
+def _shown_schedule(text: str, problems: list[str]) -> Schedule:
+    """The stored schedule, validated; if it is unusable, its fields as stored (those of the
+    wrong type left at their defaults), NOT validated: for showing the row, never for firing."""
+    try:
+        return Schedule.from_json(text)
+    except InvalidJobError as exc:
+        problems.append(str(exc))
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        stored = {}
+    shown = object.__new__(Schedule)
+    for field in fields(Schedule):
+        value = stored.get(field.name, field.default) if isinstance(stored, dict) else None
+        if not _plain_type(value, field.default):
+            value = field.default
+        object.__setattr__(shown, field.name, value)
+    return shown
+
+
+def _plain_type(value: object, default: object) -> bool:
+    if isinstance(default, str):
+        return isinstance(value, str)
+    numeric = not isinstance(value, bool) and isinstance(value, (int, float))
+    if isinstance(default, int) and not isinstance(default, bool):
+        return numeric and float(value).is_integer()  # type: ignore[arg-type]
+    return value is None or (numeric and math.isfinite(value))  # type: ignore[arg-type]
+
+
+def _read_history(history: str, problems: list[str]) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads(history or "[]")
+    except ValueError as exc:
+        problems.append(f"history is unreadable ({exc})")
+        return []
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        problems.append("history is not a list of firings")
+        return []
+    return entries
 
 
 def add_history(history: str, entries: Sequence[tuple[float, str]]) -> str:
@@ -84,24 +131,37 @@ class RecurringJob:
     next_run_at: datetime | None
     last_run_at: datetime | None
     history: list[dict[str, Any]]
+    #: None for a healthy row; else what is wrong with the stored row, naming the stored values
+    #: (an unusable schedule is then shown as stored, not validated; an out-of-range next/last
+    #: run is shown as None)
+    problem: str | None = None
 
     @classmethod
     def from_record(cls, record: RecurringRecord) -> RecurringJob:
-        args, kwargs, options = decode_payload(record.payload)
+        """The stored row as callers see it. Never raises: see ``problem``."""
+        problems: list[str] = []
+        try:
+            args, kwargs, options = decode_payload(record.payload)
+        except (ValueError, TypeError, AttributeError) as exc:
+            problems.append(f"payload is unreadable ({type(exc).__name__}: {exc})")
+            args, kwargs, options = [], {}, {}
+        schedule = _shown_schedule(record.schedule, problems)
         return cls(
             id=record.id,
             task=record.task,
             args=args,
             kwargs=kwargs,
             options=options,
-            schedule=Schedule.from_json(record.schedule),
+            schedule=schedule,
             enabled=record.enabled,
-            next_run_at=_aware(record.next_run_at),
-            last_run_at=_aware(record.last_run_at),
-            history=json.loads(record.history or "[]"),
+            next_run_at=_shown_instant("next run", record.next_run_at, problems),
+            last_run_at=_shown_instant("last run", record.last_run_at, problems),
+            history=_read_history(record.history, problems),
+            problem="; ".join(problems) or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; never raises (a flagged row carries ``problem``)."""
         return {
             "id": self.id,
             "task": self.task,
@@ -115,6 +175,7 @@ class RecurringJob:
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
+            "problem": self.problem,
         }
 
 
@@ -165,9 +226,14 @@ class RecurringJobs:
         )  # fmt: skip
         spec = JobSpec(task, args, kwargs or {}, options, recurring_id)
         payload = spec.encode(0.0, self._max_payload_bytes).payload
+        upcoming = next_tick(schedule, self._clock.now())
+        if upcoming is None:
+            raise InvalidJobError(
+                f"schedule {schedule.describe()} of recurring job {recurring_id!r} never fires "
+                f"again: its end date {display_instant(schedule.end_at)} is before its next tick"
+            )
         record = NewRecurring(
-            recurring_id, task, payload, schedule.to_json(), enabled,
-            next_tick(schedule, self._clock.now()),
+            recurring_id, task, payload, schedule.to_json(), enabled, upcoming
         )  # fmt: skip
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
@@ -204,9 +270,7 @@ class RecurringJobs:
         """Fire once now, outside the schedule; returns the firing's job id."""
         record = self._existing(recurring_id)
         now = self._clock.now()
-        job = NewJob(
-            f"{recurring_id}@trigger-{_iso(now, 'microseconds')}", record.task, record.payload, now
-        )
+        job = NewJob(trigger_id(recurring_id, now), record.task, record.payload, now)
         self._call(lambda: self._storage.add_jobs([job]))
         return job.id
 

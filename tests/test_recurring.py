@@ -4,19 +4,25 @@ one-process service that runs both schedulers."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import re
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import storage_adapters
 from parallel_scheduler import CallableDispatcher, Client, InvalidJobError, JobState, Settings
+from parallel_scheduler.cli import main
+from parallel_scheduler.jobs import JobSpec
 from parallel_scheduler.recurring import RecurringJobScheduler
 from parallel_scheduler.recurring_jobs import firing_id
 from parallel_scheduler.service import SchedulerService
-from storage_adapters import NewJob, Storage
+from storage_adapters import NewJob, NewRecurring, Storage
 from tests.waiting import wait_until
 
 HOUR = 3600.0
@@ -203,10 +209,162 @@ def test_firings_are_released_with_the_recurring_jobs_arguments(storage: Storage
 
 
 def test_an_ended_schedule_stops_firing(storage: Storage) -> None:
-    end = datetime.fromtimestamp(last_full_hour(storage), timezone.utc) + timedelta(minutes=30)
-    client = hourly(storage, end=end)
-    make_due(storage, "report", last_full_hour(storage))
-    run_pass(storage)
-    recurring = client.recurring.get("report")
-    assert recurring is not None and recurring.next_run_at is None
+    # Given an every-second job that ends in two seconds
+    end = datetime.fromtimestamp(math.floor(storage.now()) + 2, timezone.utc)
+    client = Client(storage)
+    client.recurring.save("beat", "tasks.beat", every=1.0, end=end, misfire_policy="run_all")
+
+    def ended() -> bool:
+        run_pass(storage)
+        recurring = client.recurring.get("beat")
+        return recurring is not None and recurring.next_run_at is None
+
+    # When passes run until it has no next run
+    wait_until(ended, timeout=15)
+    # Then it is no longer fetched, and it fired nothing after its end
     assert storage.fetch_due_recurring(10) == []
+    fired = storage.list_jobs(JobState.SCHEDULED, limit=100)
+    assert fired and max(j.due_at for j in fired) <= end.timestamp()
+
+
+# ---- issue 9, item 3: a delayed job cannot squat a recurring firing's id ------------------------
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    ["report@2026-11-30T02:00:00Z", "x@y@1999-01-01T00:00:00Z", "report@trigger-anything"],
+)
+def test_the_firing_id_form_is_reserved(storage: Storage, job_id: str) -> None:
+    with pytest.raises(InvalidJobError, match="reserved for recurring firings"):
+        Client(storage).schedule("tasks.squat", job_id=job_id, countdown=60)
+    with pytest.raises(InvalidJobError, match="reserved for recurring firings"):
+        Client(storage).schedule_many([JobSpec("tasks.fine"), JobSpec("tasks.squat", id=job_id)])
+    assert storage.count_by_state().get(JobState.SCHEDULED, 0) == 0
+
+
+def test_ids_with_an_at_sign_that_are_not_firing_ids_stay_valid(storage: Storage) -> None:
+    client = Client(storage)
+    for job_id in ["user@example.com-welcome", "r@2026-11-30", "r@2026-11-30T02:00:00+01:00"]:
+        client.schedule("tasks.mail", job_id=job_id, countdown=60)
+        stored = storage.get_job(job_id)
+        assert stored is not None and stored.task == "tasks.mail"
+
+
+def test_a_squat_attempt_is_refused_and_the_tick_fires_its_own_task(storage: Storage) -> None:
+    # Given an hourly job whose last full hour is due, and a caller trying to pre-empt it
+    client = hourly(storage)
+    tick = last_full_hour(storage)
+    make_due(storage, "report", tick)
+    with pytest.raises(InvalidJobError, match="reserved"):
+        client.schedule("tasks.squat", job_id=firing_id("report", tick))
+    # When the recurring pass runs
+    stats = run_pass(storage)
+    # Then the tick is created by the pass, with the recurring job's own task
+    assert (stats.created, stats.existed) == (1, 0)
+    job = storage.get_job(firing_id("report", tick))
+    assert job is not None and job.task == "tasks.report"
+
+
+def test_reschedule_cannot_create_an_id(storage: Storage) -> None:
+    client = Client(storage)
+    assert client.reschedule("report@2026-11-30T02:00:00Z", countdown=5) is False
+    assert storage.get_job("report@2026-11-30T02:00:00Z") is None
+
+
+# ---- issue 9, items 4 and 5: schedules that cannot fire, and out-of-range values -------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cron": "0 0 31 2 *"}, r"cron '0 0 31 2 \*' never fires"),
+        ({"cron": "30 2 30 2 *"}, r"cron '30 2 30 2 \*' never fires"),
+        ({"end": datetime(2020, 1, 1, tzinfo=timezone.utc)}, "never fires again: its end date"),
+        ({"cron": "", "every": 1e300}, "interval must be from 1 to .* not 1e[+]300"),
+        ({"cron": "", "every": timedelta(days=365 * 101)}, "interval must be from 1 to"),
+        ({"start": datetime(1969, 1, 1, tzinfo=timezone.utc)}, "start date .* outside the valid"),
+        ({"end": datetime(9999, 6, 1, tzinfo=timezone.utc)}, "end date .* outside the valid"),
+    ],
+)
+def test_schedules_that_cannot_fire_are_refused(
+    storage: Storage, kwargs: dict[str, Any], message: str
+) -> None:
+    call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}
+    call.update(kwargs)
+    with pytest.raises(InvalidJobError, match=message):
+        Client(storage).recurring.save(**call)
+    assert storage.count_recurring() == 0
+
+
+BAD_ROWS = [
+    ('{"every": 1e300}', None, "interval must be from 1 to"),
+    ('{"cron": "0 0 31 2 *", "timezone": "UTC"}', None, "never fires"),
+    ('{"cron": "* * * * *", "timezone": "Mars/Base"}', None, "unknown time zone"),
+    ("not json", None, "stored schedule 'not json' is unusable"),
+    ('["a list"]', None, "is unusable"),
+    ('{"cron": "* * * * *", "nonsense": 1}', None, "is unusable"),
+    ('{"cron": "* * * * *"}', 1e20, "next run 1e[+]20 .outside the valid range"),
+    ('{"cron": "* * * * *"}', -1e20, "next run -1e[+]20"),
+]
+
+
+@pytest.mark.parametrize(("schedule", "next_run_at", "problem"), BAD_ROWS)
+def test_a_bad_stored_row_is_shown_flagged_and_not_fired(
+    storage: Storage, schedule: str, next_run_at: float | None, problem: str
+) -> None:
+    # Given a row written straight through the storage API, as by an older version or by hand
+    # (and a healthy one beside it)
+    hourly(storage, "good")
+    row = NewRecurring("bad", "tasks.bad", '{"args": []}', schedule, True, next_run_at)
+    assert storage.save_recurring(row, "create")
+    # When it is read, listed and turned into a dict
+    client = Client(storage)
+    listed = {job.id: job for job in client.recurring.list()}
+    bad = client.recurring.get("bad")
+    # Then nothing raises: the bad row is flagged with what is wrong, the good one is clean
+    assert bad is not None and bad.problem is not None
+    assert re.search(problem, bad.problem), bad.problem
+    assert listed["bad"].to_dict()["problem"] == bad.problem
+    assert json.dumps([job.to_dict() for job in listed.values()], allow_nan=False)
+    assert listed["good"].problem is None and listed["good"].to_dict()["problem"] is None
+    # And a pass leaves it alone without failing the others
+    if next_run_at is None:
+        make_due(storage, "bad", storage.now() - 1)
+    stats = run_pass(storage)
+    assert stats.created == 0
+    assert storage.count_by_state().get(JobState.SCHEDULED, 0) == 0
+
+
+def test_an_unreadable_payload_or_history_is_flagged(storage: Storage) -> None:
+    row = NewRecurring("odd", "tasks.odd", "{broken", '{"cron": "0 * * * *"}', True, None)
+    assert storage.save_recurring(row, "create")
+    odd = Client(storage).recurring.get("odd")
+    assert odd is not None and odd.problem is not None
+    assert "payload is unreadable" in odd.problem
+    assert (odd.args, odd.kwargs, odd.schedule.cron) == ([], {}, "0 * * * *")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        (["--cron", "0 0 31 2 *"], "cron '0 0 31 2 *' never fires"),
+        (["--cron", "30 2 30 2 *"], "cron '30 2 30 2 *' never fires"),
+        (["--cron", "0 * * * *", "--end", "2020-01-01T00:00:00Z"], "never fires again"),
+    ],
+)
+def test_the_cli_refuses_a_schedule_that_cannot_fire(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schedule: list[str], message: str
+) -> None:
+    # Given a fresh SQLite store, when the CLI is asked to add a schedule that can never fire
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    code = main(["--storage-url", url, "recurring", "add", "r", "tasks.x", *schedule])
+    # Then it exits non-zero with one line naming it, and nothing is stored
+    assert code != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1 and message in errors[0], errors
+    store = storage_adapters.from_url(url)
+    try:
+        store.setup()
+        assert store.count_recurring() == 0
+    finally:
+        store.close()

@@ -58,9 +58,12 @@ ROUTING_OPTIONS = frozenset(
     }
 )
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
-#: Options that name a place in the broker: an empty or blank name would silently route the job
-#: somewhere else (the default queue, the default exchange) when it is released.
+#: Options that name a place in the broker: a blank queue name, or a name with control characters
+#: or stray spaces, would silently route the job somewhere else (or nowhere) when it is released.
 NAME_OPTIONS = ("queue", "routing_key", "exchange")
+#: ... except that exactly "" is meaningful for these two in AMQP: the default (nameless)
+#: exchange, and the routing key of a fanout or headers exchange, which ignores it.
+_MAY_BE_EMPTY = frozenset({"routing_key", "exchange"})
 
 
 def _name_problem(value: str) -> str | None:
@@ -91,6 +94,8 @@ def check_task_name(task: object) -> str:
 def _check_name(option: str, value: object) -> None:
     if not isinstance(value, str):
         raise InvalidJobError(f"{option} must be a string, not {value!r}")
+    if value == "" and option in _MAY_BE_EMPTY:
+        return
     problem = _name_problem(value)
     if problem is not None:
         raise InvalidJobError(f"{option} {value!r} {problem}")

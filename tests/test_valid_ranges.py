@@ -235,9 +235,9 @@ def test_the_ends_of_the_range_are_accepted(
         {"queue": " "},
         {"queue": "q\n"},
         {"queue": " q"},
-        {"routing_key": ""},
+        {"routing_key": " "},
         {"routing_key": "a\tb"},
-        {"exchange": ""},
+        {"exchange": "  "},
         {"exchange": "ex\x00"},
         {"queue": 5},
         {"expires": 1e20},
@@ -250,6 +250,15 @@ def test_bad_destinations_and_expiry_are_refused(target: Target, options: dict[s
         Client(target.storage).schedule("tasks.ok", countdown=5, **options)
     assert next(iter(options)) in str(error.value)
     assert target.snapshot() == before
+
+
+def test_the_amqp_default_exchange_and_an_empty_routing_key_are_accepted(target: Target) -> None:
+    """Exactly "" means something in AMQP: the nameless default exchange, and the routing key
+    of a fanout exchange (which ignores it); only a queue must have a name."""
+    client = Client(target.storage)
+    result = client.schedule("tasks.ok", countdown=5, exchange="", routing_key="", queue="q")
+    job = client.get(result.job_id)
+    assert job is not None and job.options == {"exchange": "", "routing_key": "", "queue": "q"}
 
 
 @pytest.mark.parametrize("task", ["a\tb", "nul\x00", " tasks.x", "tasks.x ", "tasks.\x1b[31m", ""])

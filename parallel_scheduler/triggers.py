@@ -101,15 +101,13 @@ class Schedule:
                 "or 6 with seconds first"
             )
         try:
-            iterator = croniter(self.cron, datetime(2000, 1, 1), second_at_beginning=True)
+            _parsed(self.cron)
         except (CroniterBadCronError, ValueError, KeyError) as exc:
             raise InvalidJobError(f"invalid cron {self.cron!r}: {exc}") from None
-        try:  # croniter searches years ahead: 29 February is found, 30 February is not
-            iterator.get_next(datetime)
-        except CroniterBadDateError:
+        if not _ever_fires(self.cron):
             raise InvalidJobError(
                 f"cron {self.cron!r} never fires: no date matches it (such as 30 February)"
-            ) from None
+            )
 
     def _check_bounds(self) -> None:
         for name, label in (("start_at", "start date"), ("end_at", "end date")):
@@ -200,6 +198,19 @@ def _instant(wall: datetime, zone: ZoneInfo) -> float:
 def _parsed(cron: str) -> croniter:
     """A parsed expression to copy: parsing costs three times what copying does."""
     return croniter(cron, datetime(2000, 1, 1), second_at_beginning=True)
+
+
+@lru_cache(maxsize=1024)
+def _ever_fires(cron: str) -> bool:
+    """False for an expression no date matches (30 February). croniter searches years ahead,
+    so 29 February (every fourth year) is found."""
+    iterator = copy.copy(_parsed(cron))
+    iterator.set_current(datetime(2000, 1, 1), force=True)
+    try:
+        iterator.get_next(datetime)
+    except CroniterBadDateError:
+        return False
+    return True
 
 
 def _walls(schedule: Schedule, start: datetime, forward: bool) -> Iterator[datetime]:

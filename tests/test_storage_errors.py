@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+import storage_adapters
 from parallel_scheduler import Client
 from parallel_scheduler.cli import main
 from storage_adapters import StorageConfigurationError, StorageUnavailableError
@@ -63,6 +64,15 @@ def _not_a_database(tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def _read_only(tmp_path: Path) -> str:
+    """A real database, opened read-only (what a file without write permission gives too)."""
+    path = tmp_path / "ro.db"
+    writable = storage_adapters.from_url(f"sqlite:///{path}", prefix="permanent")
+    writable.setup()
+    writable.close()
+    return f"sqlite:///file:{path}?mode=ro&uri=true"
+
+
 # (server to require, url maker, words the error must contain)
 PERMANENT = {
     "postgresql: no such database": (
@@ -102,6 +112,7 @@ PERMANENT = {
     ),
     "sqlite: path is a directory": (None, lambda tmp: f"sqlite:///{tmp}", "is a directory"),
     "sqlite: not a database": (None, _not_a_database, "not an SQLite database"),
+    "sqlite: read-only": (None, _read_only, "read-only"),
 }
 
 
@@ -117,7 +128,8 @@ def test_a_permanent_error_is_raised_at_once_without_retries(
     client = Client(storage_url=url, prefix="permanent")  # retries for 30 s by default
     started = time.monotonic()
     with pytest.raises(StorageConfigurationError) as error:
-        client.setup()
+        client.setup()  # most fail here; a read-only database fails at its first write
+        client.schedule("tasks.x", countdown=5)
     elapsed = time.monotonic() - started
     client.close()
     message = str(error.value)

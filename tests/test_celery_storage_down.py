@@ -10,6 +10,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -17,7 +18,9 @@ from celery import Celery
 
 import parallel_scheduler.celery
 from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
+from tests.celery_cluster import Cluster, running
 from tests.conftest import REDIS_URL, require_server
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 
@@ -107,3 +110,25 @@ def test_schedule_never_falls_back(queue: str) -> None:
     with pytest.raises(StorageUnavailableError):
         record.schedule((1,), countdown=600)
     assert redis.Redis.from_url(REDIS_URL).llen(queue) == 0
+
+
+@pytest.fixture
+def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    yield from running("redis", tmp_path)
+
+
+def test_a_retry_with_storage_down_goes_to_celery_rather_than_being_lost(
+    redis_cluster: Cluster,
+) -> None:
+    # Celery rejects (drops) a task whose retry cannot be sent, so a retry falls back even
+    # without fallback_to_celery
+    redis_cluster.env["PARALLEL_SCHEDULER_STORAGE_URL"] = UNREACHABLE["redis"]
+    redis_cluster.start_worker()
+    redis_cluster.wait_ready(1)
+    app = redis_cluster.producer()
+    result = app.send_task("plugin.flaky", ("x",), {"delays": [1.5]})
+    wait_until(lambda: len(redis_cluster.executions()) == 2, timeout=30)
+    runs = redis_cluster.executions()
+    assert [(r["id"], r["retries"]) for r in runs] == [(result.id, 0), (result.id, 1)]
+    log = next(redis_cluster.tmp_path.glob("w0-*.log")).read_text()
+    assert "goes to Celery's own eta path (a retry is never dropped)" in log

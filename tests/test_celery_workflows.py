@@ -46,7 +46,10 @@ def test_a_retry_waits_in_storage_and_runs_as_the_same_task(cluster: Cluster) ->
     cluster.wait_ready(1)
     app = cluster.producer()
     delays = [3.0, 1.5]
-    result = app.send_task("plugin.flaky", ("x",), {"delays": delays}, headers={"x_tenant": "acme"})
+    result = app.send_task(
+        "plugin.flaky", ("x",), {"delays": delays}, headers={"x_tenant": "acme"}, expires=600
+    )
+    expires = cluster.storage.now() + 600
     task_id = result.id
     # When it first fails, its retry is stored under its own job id, not kept by the worker
     first = f"{task_id}:retry-1"
@@ -57,6 +60,8 @@ def test_a_retry_waits_in_storage_and_runs_as_the_same_task(cluster: Cluster) ->
     stored = cluster.storage.get_job(first)
     assert stored is not None
     assert worker.poll() is None
+    # with the task's own expiry (Celery passes the expires header, an ISO 8601 string)
+    assert json.loads(stored.payload)["options"]["expires"] == pytest.approx(expires, abs=5)
     # Then it runs again when due, twice, as the same task with its retry count
     wait_until(lambda: len(runs_of(cluster, task_id)) == 3, timeout=30)
     runs = runs_of(cluster, task_id)

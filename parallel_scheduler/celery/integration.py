@@ -298,13 +298,15 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
                         **options,
                     )  # fmt: skip
                 except StorageUnavailableError as exc:
-                    if not integration.settings.fallback_to_celery:
+                    # a retry that raised would be rejected by Celery and lost: never that
+                    retry = is_retry(options.get("retries"))
+                    if not (retry or integration.settings.fallback_to_celery):
                         raise
                     logger.warning(
-                        "storage unreachable; call of %s goes to Celery's own eta path "
-                        "(fallback_to_celery): %s",
+                        "storage unreachable; call of %s goes to Celery's own eta path (%s): %s",
                         name,
-                        exc,
+                        "a retry is never dropped" if retry else "fallback_to_celery",
+                        exc.__cause__ or exc,
                     )
         return original(
             name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options

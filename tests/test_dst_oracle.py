@@ -18,6 +18,7 @@ import bisect
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from functools import cache
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -209,9 +210,9 @@ def simulate(
     schedule = Schedule(
         cron,
         name,
-        misfire_policy=policy,
+        misfire_policy=policy,  # type: ignore[arg-type]
         misfire_cap=cap,
-        misfire_grace=GRACE,  # type: ignore[arg-type]
+        misfire_grace=GRACE,
     )
     due = next_tick(schedule, low - 1)
     fired: list[float] = []
@@ -236,8 +237,8 @@ def simulate(
         assert fired == [t for t in ticks if t < due]
 
 
-def _cases() -> list[object]:
-    cases = []
+def _cases() -> list[Any]:
+    cases: list[Any] = []
     for name in ZONES:
         for cron in [*MINUTE_CRONS, SECOND_CRON]:
             late = [(lateness, *policy) for lateness in LATE for policy in LATE_POLICIES]

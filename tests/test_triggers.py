@@ -254,9 +254,9 @@ def test_the_cap_never_trims_ticks_within_the_grace(policy: str, cap: int, fired
     # Given an every-10-seconds job due 5 minutes ago, a pass now with a 55 s grace
     schedule = Schedule(
         "*/10 * * * * *",
-        misfire_policy=policy,
+        misfire_policy=policy,  # type: ignore[arg-type]
         misfire_cap=cap,
-        misfire_grace=55,  # type: ignore[arg-type]
+        misfire_grace=55,
     )
     now = utc("2026-01-01T12:00:00Z")
     plan = plan_firing(schedule, now - 300, now)

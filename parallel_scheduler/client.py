@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import storage_adapters
-from storage_adapters import JobState, Storage
+from storage_adapters import JobState, NewJob, Storage
 
 from .clock import StorageClock
 from .envelopes import EnvelopeMaker, with_envelopes
@@ -102,9 +102,19 @@ class Client:
         new_jobs = with_envelopes(new_jobs, self.envelopes)
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
         return [
-            ScheduleResult(job.id, was_created, utc_datetime(job.due_at))
+            ScheduleResult(job.id, was_created, self._stored_due_at(job, was_created))
             for job, was_created in zip(new_jobs, created, strict=True)
         ]
+
+    def _stored_due_at(self, job: NewJob, was_created: bool) -> datetime:
+        """The due time storage holds: the requested one for a new job, the stored one when the
+        id existed (scheduling an existing id changes nothing, so reporting the requested time
+        would tell the caller something untrue)."""
+        if not was_created:
+            stored = self._call(lambda: self.storage.get_job(job.id))
+            if stored is not None:
+                return Job.from_record(stored).due_at
+        return utc_datetime(job.due_at)
 
     def cancel(self, job_id: str) -> bool:
         """True if the job was scheduled and is now cancelled."""

@@ -49,6 +49,8 @@ def test_scheduling_an_existing_id_changes_nothing_and_says_so(storage: Storage)
     assert (first.created, again.created) == (True, False)
     job = client.get("invoice-42")
     assert job is not None and (job.task, job.args) == ("tasks.a", [1])
+    # The result reports the due time storage holds, not the one this call asked for.
+    assert again.due_at == first.due_at == job.due_at
 
 
 def test_cancel_and_reschedule(storage: Storage) -> None:

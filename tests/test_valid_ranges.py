@@ -187,14 +187,12 @@ ENTRY_POINTS: dict[str, Callable[..., str]] = {
 
 def _applies(entry: str, bad: Bad) -> bool:
     """``reschedule`` moves a due time only (no task name or options); Celery defers only a
-    datetime eta or a finite countdown over the threshold (a float eta is not Celery's, and it
-    sends a non-finite countdown itself, never reaching the plugin)."""
+    datetime eta or a countdown (a float eta is not Celery's; a non-finite countdown is deferred
+    so that it is refused by name instead of failing inside Celery)."""
     if entry == "Client.reschedule":
         return bad.is_time
     if entry == "plugin apply_async":
-        return not isinstance(bad.eta, float) and (
-            bad.countdown is None or math.isfinite(bad.countdown)
-        )
+        return not isinstance(bad.eta, float)
     return True
 
 
@@ -369,3 +367,17 @@ def test_display_instant_never_fails() -> None:
     assert display_instant(math.nan) == "nan (outside the valid range)"
     assert display_instant(math.inf) == "inf (outside the valid range)"
     assert display_instant(1e300) == "1e+300 (outside the valid range)"
+
+
+@pytest.mark.parametrize("expires", [1e300, math.nan, -1e300])
+def test_plugin_apply_async_refuses_an_expiry_past_any_date_by_name(
+    target: Target, expires: float
+) -> None:
+    """A relative ``expires`` is made absolute at call time; one past any date used to fail
+    there with a bare OverflowError before the job model could name it."""
+    before = target.snapshot()
+    task = _plugin_task(_producer(target), "tasks.ok")
+    with pytest.raises(InvalidJobError) as error:
+        task.apply_async([1], countdown=120, expires=expires)
+    assert "expires" in str(error.value)
+    assert target.snapshot() == before

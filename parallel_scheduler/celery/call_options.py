@@ -85,7 +85,11 @@ def _absolute_expires(expires: Any, now: datetime) -> Any:
     """Seconds from now, or an ISO 8601 string (a retry passes its task's ``expires`` header so)
     become an aware instant; the job model validates the result."""
     if isinstance(expires, numbers.Real) and not isinstance(expires, bool):
-        return now + timedelta(seconds=float(expires))
+        seconds = float(expires)
+        try:
+            return now + timedelta(seconds=seconds)
+        except (OverflowError, ValueError):  # 1e300, nan: past any date; refused by name
+            return now.timestamp() + seconds
     if isinstance(expires, str):
         try:
             return datetime.fromisoformat(expires)

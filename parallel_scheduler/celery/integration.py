@@ -105,7 +105,9 @@ class CeleryIntegration:
         if threshold is None:
             return False
         delay = self.delay_seconds(countdown, eta)
-        return delay is not None and math.isfinite(delay) and delay > threshold
+        # A non-finite delay goes to storage too: the job model refuses it naming the value,
+        # where Celery's own path would fail with a bare OverflowError/ValueError.
+        return delay is not None and (not math.isfinite(delay) or delay > threshold)
 
     def schedule(
         self,

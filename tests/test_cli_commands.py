@@ -7,6 +7,7 @@ one, ids that stay whole when output is piped, bad instants refused at the parse
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -229,6 +230,32 @@ def test_run_once_exits_non_zero_when_a_job_could_not_be_sent(
     assert elapsed < 30  # the send retries are bounded
     (record,) = stored_jobs(db)
     assert record.state is JobState.SCHEDULED and record.last_error
+
+
+def test_the_celery_command_once_exits_non_zero_when_a_job_could_not_be_sent(
+    store: list[str], db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a due job, and a Celery app whose broker refuses connections
+    run_cli([*store, "schedule", "t.g", "--id", "g1"], capsys)
+    (tmp_path / "refusing_app.py").write_text(
+        "from celery import Celery\n"
+        "import parallel_scheduler.celery\n"
+        "app = Celery('refusing', broker='redis://127.0.0.1:1/0')\n"
+        f"app.conf.parallel_scheduler_storage_url = {store[1]!r}\n"
+        "parallel_scheduler.celery.install(app)\n"
+    )
+    celery = Path(sys.executable).with_name("celery")
+    # When `celery -A app parallel-scheduler --once` runs one pass
+    done = subprocess.run(
+        [str(celery), "-A", "refusing_app", "parallel-scheduler", "--once"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # Then it exits 1 and says how many jobs stayed due, as `parallel-scheduler run --once` does
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["delayed"]["failed"] == 1
+    assert "1 job(s) could not be sent; 1 job(s) stayed due" in done.stderr
+    (record,) = stored_jobs(db)
+    assert record.state is JobState.SCHEDULED
 
 
 def test_an_unexpected_error_is_one_line_with_the_url_masked(

@@ -14,13 +14,15 @@ __all__ = ["parallel_scheduler"]
 
 
 @click.command(name="parallel-scheduler")
-@click.option("--once", is_flag=True, help="Run one pass, print its stats, exit.")
+@click.option(
+    "--once", is_flag=True, help="Run one pass, print its stats, exit 1 if a job could not be sent."
+)
 @click.pass_context
 def parallel_scheduler(ctx: click.Context, once: bool) -> None:
     """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
-    import json
     import logging
 
+    from ..one_pass import run_one_pass
     from .integration import get_integration
 
     if not logging.getLogger().handlers:  # Celery sets up logging for workers, not for commands
@@ -29,10 +31,7 @@ def parallel_scheduler(ctx: click.Context, once: bool) -> None:
     service = get_integration(app).make_service()
     try:
         if once:
-            recurring = service.recurring.run_once().as_dict()
-            delayed = service.delayed.run_once().as_dict()
-            click.echo(json.dumps({"recurring": recurring, "delayed": delayed}))
-        else:
-            service.run()
+            ctx.exit(run_one_pass(service))
+        service.run()
     finally:
         service.close()

@@ -9,21 +9,15 @@ runs ``--once`` notices a broken broker.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 from typing import Any
 
-from ..retrying import call_storage
-from ..service import SchedulerService
+from ..one_pass import run_one_pass
 from ..settings import RELEASE_MODES, SETTING_KINDS
 from .opening import announce_storage, open_client
 from .options import GLOBAL_SETTINGS, add_setting_options, overrides
 
 __all__ = ["add_commands"]
-
-#: ``run --once`` counts the jobs still due after a failed pass up to this many.
-DUE_COUNT_LIMIT = 100_000
 
 
 def add_commands(commands: Any) -> None:
@@ -74,46 +68,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
             "scheduler %s starting with %s", service.owner, service.settings.describe()
         )
         if ns.once:
-            return _run_once(service)
+            return run_one_pass(service)
         service.run()
     finally:
         service.close()
     return 0
-
-
-def _run_once(service: SchedulerService) -> int:
-    recurring = service.recurring.run_once()
-    delayed = service.delayed.run_once()
-    report = {
-        "settings": service.settings.describe(),
-        "recurring": recurring.as_dict(),
-        "delayed": delayed.as_dict(),
-    }
-    print(json.dumps(report, indent=2))
-    if not delayed.lock_acquired:
-        print(
-            "parallel-scheduler: another scheduler holds the lock; this pass released nothing",
-            file=sys.stderr,
-        )
-    if not (delayed.failed or recurring.failed):
-        return 0
-    storage = service.storage
-    due = len(call_storage(lambda: storage.fetch_due_ids(DUE_COUNT_LIMIT), give_up_after=5.0))
-    failures = [
-        f"{count} {what}"
-        for count, what in (
-            (delayed.failed, "job(s) could not be sent"),
-            (recurring.failed, "recurring job(s) could not fire"),
-        )
-        if count
-    ]
-    shown = f"{due}+" if due >= DUE_COUNT_LIMIT else str(due)
-    print(
-        f"parallel-scheduler: error: {' and '.join(failures)}; {shown} job(s) stayed due "
-        "(the next pass tries them again)",
-        file=sys.stderr,
-    )
-    return 1
 
 
 def cmd_setup(ns: argparse.Namespace) -> int:

@@ -1,0 +1,56 @@
+"""One pass of both schedulers, as ``--once`` runs it: stats out, and an exit status that a cron job
+or a health check can act on.
+
+``parallel-scheduler run --once`` and ``celery -A proj parallel-scheduler --once`` share it, so a
+pass that could not send a job exits 1 and says how many jobs stayed due from either command.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .retrying import call_storage
+from .service import SchedulerService
+
+__all__ = ["DUE_COUNT_LIMIT", "run_one_pass"]
+
+#: After a failed pass, the jobs still due are counted up to this many.
+DUE_COUNT_LIMIT = 100_000
+
+
+def run_one_pass(service: SchedulerService) -> int:
+    """Run one recurring and one delayed pass, print the settings and stats as JSON; 0 when every
+    job was handed over, 1 (with a line on stderr naming how many jobs stayed due) otherwise."""
+    recurring = service.recurring.run_once()
+    delayed = service.delayed.run_once()
+    report = {
+        "settings": service.settings.describe(),
+        "recurring": recurring.as_dict(),
+        "delayed": delayed.as_dict(),
+    }
+    print(json.dumps(report, indent=2))
+    if not delayed.lock_acquired:
+        print(
+            "parallel-scheduler: another scheduler holds the lock; this pass released nothing",
+            file=sys.stderr,
+        )
+    if not (delayed.failed or recurring.failed):
+        return 0
+    storage = service.storage
+    due = len(call_storage(lambda: storage.fetch_due_ids(DUE_COUNT_LIMIT), give_up_after=5.0))
+    failures = [
+        f"{count} {what}"
+        for count, what in (
+            (delayed.failed, "job(s) could not be sent"),
+            (recurring.failed, "recurring job(s) could not fire"),
+        )
+        if count
+    ]
+    shown = f"{due}+" if due >= DUE_COUNT_LIMIT else str(due)
+    print(
+        f"parallel-scheduler: error: {' and '.join(failures)}; {shown} job(s) stayed due "
+        "(the next pass tries them again)",
+        file=sys.stderr,
+    )
+    return 1

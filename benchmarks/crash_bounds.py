@@ -154,9 +154,20 @@ def run_one(
                 interval=0.01,
             )
             row["takeover_s"] = round(time.monotonic() - struck_at, 2)
-        wait_until(
-            lambda: storage.count_by_state()[JobState.ENQUEUED] == jobs, timeout=600, interval=0.2
-        )
+        try:
+            wait_until(
+                lambda: storage.count_by_state()[JobState.ENQUEUED] == jobs,
+                timeout=ns.lock_lease * 3 + 120,
+                interval=0.2,
+            )
+        except AssertionError:
+            states = {k.value: v for k, v in storage.count_by_state().items() if v}
+            holder = storage.lock_holder("delayed-scheduler")
+            claimed = storage.list_jobs(JobState.CLAIMED, limit=1)
+            raise RuntimeError(
+                f"{path.name}/{fault}: not every job was released: {states}; lock {holder}; "
+                f"storage now {storage.now()}; a claimed job {claimed[:1]}; logs in {workdir}"
+            ) from None
         resumed_at = time.time()
         if fault == "SIGSTOP":
             victim.send(signal.SIGCONT)

@@ -15,6 +15,7 @@ releases the lock, and the next attempt takes it at once.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -65,6 +66,7 @@ class LockedScheduler(ABC):
         self._pool = BoundedPool(self.settings.max_degree_of_parallelism)
         self._stopping = threading.Event()
         self._wake = threading.Event()
+        self._pass_began = -math.inf  # storage clock; only the loop's thread reads or writes it
 
     # -- what subclasses supply -----------------------------------------------------------------
 
@@ -96,6 +98,7 @@ class LockedScheduler(ABC):
             return stats
         try:
             self._clock.sync()
+            self._pass_began = self._clock.now()
             self._pass(held, stats)
         finally:
             held.release()
@@ -144,6 +147,11 @@ class LockedScheduler(ABC):
             logger.warning("peeking the next due time failed: %s", exc)
             return poll
         if next_due is None:
+            return poll
+        if next_due <= self._pass_began:
+            # Work already due when the pass began is still waiting: the pass could not take it
+            # (another process holds its rows: a stalled holder's open transaction keeps them
+            # locked until it resumes or dies) or gave it back. Retrying at once would spin.
             return poll
         return min(poll, max(0.0, next_due - now))
 

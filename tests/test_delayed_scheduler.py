@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -9,8 +10,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 import pytest
 
+import storage_adapters
 from parallel_scheduler import (
     CallableDispatcher,
     Client,
@@ -25,6 +28,7 @@ from parallel_scheduler.delayed import CHUNK
 from parallel_scheduler.release import Releaser
 from parallel_scheduler.service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
+from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
 from tests.waiting import wait_until
 
 
@@ -409,3 +413,55 @@ def test_service_stop_waits_for_a_pass_that_outlasts_the_lease(storage: Storage)
         assert storage.lock_holder(DelayedJobScheduler.LOCK_NAME) is None
     finally:
         service.close()
+
+
+class CountingPasses(DelayedJobScheduler):
+    """Counts the passes the loop runs, with the time each began."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.began: list[float] = []
+
+    def run_once(self) -> Any:
+        self.began.append(time.monotonic())
+        return super().run_once()
+
+
+@pytest.mark.postgresql
+def test_due_jobs_held_by_a_stalled_transaction_do_not_make_the_loop_spin(tmp_path: Any) -> None:
+    """A holder frozen inside a storage transaction keeps its rows locked until it resumes or
+    dies; the next holder cannot claim them, and must not retry a pass at once, again and again,
+    while they stay due: it waits a poll interval between passes."""
+    require_server("postgresql")
+    storage = storage_adapters.from_url(POSTGRESQL_URL, prefix=unique_prefix())
+    storage.setup()
+    (job_id,) = due_jobs(storage, 1)
+    # Given a due job whose row a stalled process's open transaction holds locked
+    stalled = psycopg.connect(POSTGRESQL_URL.replace("+psycopg", ""), autocommit=False)
+    table = f"{storage._prefix}_jobs"  # type: ignore[attr-defined]
+    stalled.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", (job_id,))
+    poll = 0.3
+    scheduler = CountingPasses(
+        storage, CallableDispatcher(Recorder()), Settings(release_mode="batch", poll_interval=poll)
+    )
+    thread = threading.Thread(
+        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+    )
+    try:
+        # When a scheduler runs passes meanwhile
+        thread.start()
+        wait_until(lambda: len(scheduler.began) >= 5, timeout=10)
+        # Then it waited about a poll interval between them (it did not spin)
+        began = list(scheduler.began)[:5]
+        gaps = [b - a for a, b in itertools.pairwise(began)]
+        assert min(gaps) >= poll * 0.8, gaps
+        # And once the stalled transaction ends, the job goes out
+        stalled.rollback()
+        wait_until(lambda: storage.count_by_state()[JobState.ENQUEUED] == 1, timeout=10)
+    finally:
+        stalled.close()
+        scheduler.stop()
+        thread.join(timeout=10)
+        scheduler.close()
+        storage.drop()
+        storage.close()

@@ -98,6 +98,38 @@ def store(storage: Storage, ids: list[str], broker_url: str | None, envelopes: b
         storage.add_jobs(page)
 
 
+def settle(count: Callable[[], int], target: int, quiet_for: float) -> int:
+    """``count()`` once it reaches ``target``, or once it has not changed for ``quiet_for`` s."""
+    last, changed_at = count(), time.monotonic()
+    while last < target and time.monotonic() - changed_at < quiet_for:
+        time.sleep(0.2)
+        now = count()
+        if now != last:
+            last, changed_at = now, time.monotonic()
+    return last
+
+
+def start_processes(
+    path: ReleasePath,
+    ns: argparse.Namespace,
+    workdir: Path,
+    storage_url: str,
+    prefix: str,
+    broker_url: str | None,
+) -> list[SchedulerProcess]:
+    settings: dict[str, Any] = {
+        "release_mode": path.release_mode, "batch_size": ns.batch_size,
+        "parallelism": ns.parallelism, "poll_interval": ns.poll_interval,
+        "lock_lease": ns.lock_lease, "dispatch_delay": 0 if path.broker else ns.dispatch_delay,
+    }  # fmt: skip
+    if broker_url:
+        settings["broker_url"] = broker_url
+    return [
+        SchedulerProcess(workdir, name, storage_url, [prefix], **settings)
+        for name in ("first", "second")
+    ]
+
+
 def run_one(
     path: ReleasePath, fault: str, ns: argparse.Namespace, pg: PostgresServer, redis: RedisServer
 ) -> dict[str, Any]:
@@ -114,23 +146,12 @@ def run_one(
     jobs = ns.fast_jobs if path.broker else ns.jobs
     ids = [f"crash-{i}" for i in range(jobs)]
     store(storage, ids, broker_url, path.envelopes)
-    settings: dict[str, Any] = {
-        "release_mode": path.release_mode, "batch_size": ns.batch_size,
-        "parallelism": ns.parallelism, "poll_interval": ns.poll_interval,
-        "lock_lease": ns.lock_lease, "dispatch_delay": 0 if path.broker else ns.dispatch_delay,
-    }  # fmt: skip
-    if broker_url:
-        settings["broker_url"] = broker_url
-    processes = [
-        SchedulerProcess(workdir, name, storage_url, [prefix], **settings)
-        for name in ("first", "second")
-    ]
+    processes = start_processes(path, ns, workdir, storage_url, prefix, broker_url)
     records = [p.record for p in processes]
-    sent_count: Callable[[], int] = (
-        (lambda: pushed_count(broker_url))
-        if broker_url
-        else (lambda: len(read_dispatches(records)))
-    )
+
+    def sent_count() -> int:
+        return pushed_count(broker_url) if broker_url else len(read_dispatches(records))
+
     row: dict[str, Any] = {"path": path.name, "fault": fault, "jobs": jobs}
     try:
         for process in processes:
@@ -154,43 +175,33 @@ def run_one(
                 interval=0.01,
             )
             row["takeover_s"] = round(time.monotonic() - struck_at, 2)
-        try:
-            wait_until(
-                lambda: storage.count_by_state()[JobState.ENQUEUED] == jobs,
-                timeout=ns.lock_lease * 3 + 120,
-                interval=0.2,
-            )
-        except AssertionError:
-            states = {k.value: v for k, v in storage.count_by_state().items() if v}
-            holder = storage.lock_holder("delayed-scheduler")
-            claimed = storage.list_jobs(JobState.CLAIMED, limit=1)
-            raise RuntimeError(
-                f"{path.name}/{fault}: not every job was released: {states}; lock {holder}; "
-                f"storage now {storage.now()}; a claimed job {claimed[:1]}; logs in {workdir}"
-            ) from None
+
+        def enqueued() -> int:
+            return storage.count_by_state()[JobState.ENQUEUED]
+
         resumed_at = time.time()
         if fault == "SIGSTOP":
+            # The other process releases what it can while this one is frozen. Rows the frozen
+            # process holds in an open storage transaction wait for it to resume (or die): so
+            # wait until everything went, or nothing has moved for two leases, then resume it.
+            row["waiting_for_the_stalled"] = jobs - settle(enqueued, jobs, 2 * ns.lock_lease + 5)
             victim.send(signal.SIGCONT)
             resumed_at = time.time()
+            row["stalled_s"] = round(time.monotonic() - struck_at, 1)
+        if settle(enqueued, jobs, ns.lock_lease * 3 + 60) < jobs:
+            states = {k.value: v for k, v in storage.count_by_state().items() if v}
+            holder = storage.lock_holder("delayed-scheduler")
+            raise RuntimeError(
+                f"{path.name}/{fault}: not every job was released: {states}; lock {holder}; "
+                f"logs in {workdir}"
+            )
+        if fault == "SIGSTOP":
             try:
                 wait_until(lambda: "pass released" in victim.log(), timeout=30, interval=0.1)
             except AssertionError:
                 row["note"] = "the resumed process logged no end of pass within 30 s"
-        seen = (
-            pushed_ids(broker_url) if broker_url else [d.job_id for d in read_dispatches(records)]
-        )
-        counts = Counter(seen)
-        row["lost"] = len(set(ids) - set(counts))
-        row["duplicated"] = sum(n - 1 for n in counts.values())
+        row.update(count(ids, broker_url, records, victim, fault, resumed_at))
         row["bound"] = bound(path, ns)
-        if not broker_url:
-            late = [
-                d for d in read_dispatches(records) if d.by == victim.name and d.at > resumed_at
-            ]
-            row["sent_after_sigcont"] = len(late) if fault == "SIGSTOP" else None
-        log = victim.log()
-        row["late_send_warnings"] = log.count(LATE_WARNING)
-        row["in_time_warnings"] = log.count(IN_TIME_WARNING)
     finally:
         for process in processes:
             process.end(grace=20)
@@ -200,18 +211,43 @@ def run_one(
     return row
 
 
+def count(
+    ids: list[str],
+    broker_url: str | None,
+    records: list[Path],
+    victim: SchedulerProcess,
+    fault: str,
+    resumed_at: float,
+) -> dict[str, Any]:
+    """Lost and duplicated jobs, what the stalled process sent after SIGCONT, its warnings."""
+    dispatches = read_dispatches(records)
+    seen = pushed_ids(broker_url) if broker_url else [d.job_id for d in dispatches]
+    counts = Counter(seen)
+    after = [d for d in dispatches if d.by == victim.name and d.at > resumed_at]
+    log = victim.log()
+    return {
+        "lost": len(set(ids) - set(counts)),
+        "duplicated": sum(n - 1 for n in counts.values()),
+        "sent_after_sigcont": len(after) if fault == "SIGSTOP" and not broker_url else None,
+        "late_send_warnings": log.count(LATE_WARNING),
+        "in_time_warnings": log.count(IN_TIME_WARNING),
+    }
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| path | fault | jobs | claimed at the fault | take-over (s) | lost | duplicated "
-        "| bound | sent after SIGCONT | 'sent after its claim expired' logged |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| bound | waiting for the stalled process | sent after SIGCONT "
+        "| 'sent after its claim expired' logged |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         after = r.get("sent_after_sigcont")
         lines.append(
             f"| {r['path']} | {r['fault']} | {r['jobs']:,} | {r['claimed_at_fault']:,} "
             f"| {r['takeover_s'] or '-'} | {r['lost']} | {r['duplicated']:,} | {r['bound']:,} "
-            f"| {'-' if after is None else after} | {r['late_send_warnings']} |"
+            f"| {r.get('waiting_for_the_stalled', '-')} | {'-' if after is None else after} "
+            f"| {r['late_send_warnings']} |"
         )
     return "\n".join(lines)
 
@@ -234,7 +270,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--poll-interval", type=float, default=defaults.poll_interval)
     parser.add_argument("--lock-lease", type=float, default=defaults.lock_lease)
     parser.add_argument("--dispatch-delay", type=float, default=0.001)
-    parser.add_argument("--strike-at", type=float, default=0.3, help="share of jobs sent first")
+    parser.add_argument(
+        "--strike-at", type=float, default=0.37, help="share of jobs sent first (mid-batch)"
+    )
     parser.add_argument("--out", help="append each row as JSON to this file")
     ns = parser.parse_args(argv)
     load_start = [round(x, 2) for x in os.getloadavg()]

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from storage_adapters import JobRecord, JobState, NewJob, validate_job_id
-from storage_adapters.base import MAX_TASK_NAME_LENGTH, InvalidIdentifierError
+from storage_adapters.errors import InvalidIdentifierError
+from storage_adapters.records import MAX_TASK_NAME_LENGTH
 
 from .errors import InvalidJobError
 from .firing_ids import check_not_reserved

@@ -6,28 +6,29 @@ one backend never needs the others' drivers to be importable.
 
 from __future__ import annotations
 
-from .base import (
-    MAX_JOB_ID_LENGTH,
-    ClaimedJob,
-    Firing,
+from .base import ListReleasingStorage, Storage
+from .errors import (
     InvalidIdentifierError,
-    JobRecord,
-    JobState,
-    ListReleasingStorage,
-    LockLease,
-    NewJob,
-    NewRecurring,
     ParallelSchedulerError,
-    RecurringRecord,
-    SaveMode,
-    Storage,
     StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
+)
+from .extras import MissingExtraError, require_driver
+from .records import (
+    MAX_JOB_ID_LENGTH,
+    ClaimedJob,
+    Firing,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
     validate_job_id,
     validate_prefix,
 )
-from .extras import MissingExtraError, require_driver
 from .urls import InvalidStorageURLError, mask_url, scheme_of
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The storage contract every adapter implements, and the records it speaks in.
+"""The storage contract every adapter implements (its records are in ``records``, its errors in
+``errors``).
 
 This package is a leaf: it never imports ``parallel_scheduler``. A job reaches storage as an opaque,
 already-serialised ``payload`` (the message the dispatcher will send), so an adapter never needs to
@@ -22,217 +23,22 @@ flight at the crash), and can never lose one.
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "MAX_JOB_ID_LENGTH",
-    "ClaimedJob",
-    "Firing",
-    "InvalidIdentifierError",
-    "JobRecord",
-    "JobState",
-    "ListReleasingStorage",
-    "LockLease",
-    "NewJob",
-    "ParallelSchedulerError",
-    "Storage",
-    "StorageConfigurationError",
-    "StorageError",
-    "StorageUnavailableError",
-    "validate_job_id",
-    "validate_prefix",
-]
+from .records import (
+    ClaimedJob,
+    Firing,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
+)
 
-MAX_JOB_ID_LENGTH = 200
-#: create: only a new id; update: only an existing id; upsert: either.
-SaveMode = Literal["create", "update", "upsert"]
-MAX_TASK_NAME_LENGTH = 255
-_PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
-_LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
-
-
-class ParallelSchedulerError(Exception):
-    """The root of the project's one exception tree.
-
-    It lives in the storage leaf so that storage errors can derive from it without the leaf
-    importing the core; ``parallel_scheduler`` re-exports it, and every error the project raises
-    on purpose derives from it, so a caller (or the CLI) catches everything of ours with one
-    ``except``.
-    """
-
-
-class StorageError(ParallelSchedulerError):
-    """Base of every error an adapter raises on purpose."""
-
-
-class StorageUnavailableError(StorageError):
-    """The storage server could not be reached or dropped the connection; safe to retry."""
-
-
-class StorageConfigurationError(StorageError):
-    """The storage cannot work as configured: the database does not exist, the server refused
-    the credentials, the host name does not resolve, the file is not an SQLite database.
-
-    Never retried (unlike ``StorageUnavailableError``): waiting cannot fix it, so it is raised at
-    once, naming the problem and the storage URL (password masked).
-    """
-
-
-class InvalidIdentifierError(StorageError, ValueError):
-    """A prefix, lock name or job id that is unsafe to put into SQL or a Redis key."""
-
-
-class JobState(str, enum.Enum):
-    """Where a job is in its life. Only ``SCHEDULED`` jobs are due; terminal states never change."""
-
-    SCHEDULED = "scheduled"
-    CLAIMED = "claimed"
-    ENQUEUED = "enqueued"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (JobState.ENQUEUED, JobState.CANCELLED, JobState.EXPIRED)
-
-
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """A job as accepted: its id doubles as the idempotency key.
-
-    ``envelope`` is optional: the job's broker message, built once at accept time by a
-    dispatcher that can (``<list key>\n<message>`` for a Redis-list broker), so releasing the
-    job costs no serialisation. Storage keeps it opaque and hands it back with the claim.
-    """
-
-    id: str
-    task: str
-    payload: str
-    due_at: float
-    envelope: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """A stored job as read back. ``updated_at`` is when its state last changed."""
-
-    id: str
-    task: str
-    payload: str
-    due_at: float
-    state: JobState
-    attempts: int
-    created_at: float
-    updated_at: float
-    last_error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedJob:
-    """A job this claimer holds under ``token`` until ``lease_until`` (storage clock)."""
-
-    id: str
-    task: str
-    payload: str
-    due_at: float
-    attempts: int
-    token: int
-    envelope: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecurring:
-    """A recurring job as saved. ``schedule`` and ``history`` are JSON text the scheduler owns
-    (cron, time zone, dates, misfire policy; recent firings): storage only keeps them.
-
-    ``next_run_at`` is the next tick (storage clock), ``None`` once the schedule has ended.
-    Only ``enabled`` recurring jobs with a ``next_run_at`` are ever due.
-    """
-
-    id: str
-    task: str
-    payload: str
-    schedule: str
-    enabled: bool
-    next_run_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class RecurringRecord:
-    """A stored recurring job. ``version`` grows with every write: the compare-and-set token
-    that makes a firing (or an update) act only on the state it was computed from."""
-
-    id: str
-    task: str
-    payload: str
-    schedule: str
-    enabled: bool
-    next_run_at: float | None
-    last_run_at: float | None
-    history: str
-    version: int
-    created_at: float
-    updated_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Firing:
-    """What one firing of a recurring job writes, atomically with the firing jobs themselves."""
-
-    next_run_at: float | None
-    last_run_at: float | None
-    history: str
-    jobs: tuple[NewJob, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LockLease:
-    """A held distributed lock.
-
-    ``token`` is the fencing token: it grows with every acquisition of the lock, so storage can
-    refuse a write from a holder whose lease ran out while it was stalled and whose lock has since
-    been taken by someone else. ``expires_at`` is on the storage clock.
-    """
-
-    name: str
-    owner: str
-    token: int
-    expires_at: float
-
-
-def validate_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it is safe as an SQL identifier part and a Redis key part."""
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise InvalidIdentifierError(
-            f"invalid prefix {prefix!r}: use 1-40 characters of letters, digits and '_', "
-            "starting with a letter or '_'"
-        )
-    return prefix
-
-
-def validate_lock_name(name: str) -> str:
-    if not isinstance(name, str) or not _LOCK_NAME_RE.match(name):
-        raise InvalidIdentifierError(
-            f"invalid lock name {name!r}: use 1-100 characters of letters, digits and '_.:-'"
-        )
-    return name
-
-
-def validate_job_id(job_id: str) -> str:
-    """Job ids become Redis keys and Celery task ids: printable, no spaces, bounded length."""
-    if not isinstance(job_id, str) or not job_id:
-        raise InvalidIdentifierError("job id must be a non-empty string")
-    if len(job_id) > MAX_JOB_ID_LENGTH:
-        raise InvalidIdentifierError(
-            f"job id is {len(job_id)} characters long; the limit is {MAX_JOB_ID_LENGTH}"
-        )
-    if not job_id.isprintable() or any(c.isspace() for c in job_id):
-        raise InvalidIdentifierError(f"job id {job_id!r} has whitespace or unprintable characters")
-    return job_id
+__all__ = ["ListReleasingStorage", "Storage"]
 
 
 @runtime_checkable

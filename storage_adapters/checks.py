@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .base import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
+from .records import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
 
 __all__ = [
     "RECOVERED_REASON",

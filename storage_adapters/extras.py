@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import ParallelSchedulerError
+from .errors import ParallelSchedulerError
 
 __all__ = ["EXTRA_FOR_DRIVER", "MissingExtraError", "require_driver"]
 

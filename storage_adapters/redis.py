@@ -22,18 +22,6 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import redis
 from redis.commands.core import Script
 
-from .base import (
-    ClaimedJob,
-    JobRecord,
-    JobState,
-    LockLease,
-    NewJob,
-    StorageConfigurationError,
-    StorageError,
-    StorageUnavailableError,
-    validate_lock_name,
-    validate_prefix,
-)
 from .checks import (
     RECOVERED_REASON,
     check_new_jobs,
@@ -42,7 +30,17 @@ from .checks import (
     positive_seconds,
     stored_seconds,
 )
+from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
 from .permanent import dns_problem
+from .records import (
+    ClaimedJob,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    validate_lock_name,
+    validate_prefix,
+)
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .urls import InvalidStorageURLError, mask_url
 

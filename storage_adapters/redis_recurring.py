@@ -16,15 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .base import (
-    Firing,
-    LockLease,
-    NewJob,
-    NewRecurring,
-    RecurringRecord,
-    SaveMode,
-)
 from .checks import check_firing, check_new_recurring, epoch_seconds, positive_count
+from .records import Firing, LockLease, NewJob, NewRecurring, RecurringRecord, SaveMode
 
 if TYPE_CHECKING:
     from redis.commands.core import Script

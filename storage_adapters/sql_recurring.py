@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
-from .base import Firing, NewRecurring, RecurringRecord
 from .checks import check_firing, check_new_recurring
+from .records import Firing, NewRecurring, RecurringRecord
 
 __all__ = ["firing_params", "recurring_record", "save_params"]
 

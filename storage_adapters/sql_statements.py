@@ -25,8 +25,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .base import JobState, SaveMode
 from .checks import RECOVERED_REASON
+from .records import JobState, SaveMode
 from .sql_tables import Tables
 
 __all__ = [

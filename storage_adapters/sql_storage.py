@@ -18,7 +18,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
-from .base import (
+from .checks import (
+    check_new_jobs,
+    epoch_seconds,
+    optional_epoch_seconds,
+    positive_count,
+    positive_seconds,
+    stored_seconds,
+)
+from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
+from .records import (
     ClaimedJob,
     Firing,
     JobRecord,
@@ -28,19 +37,8 @@ from .base import (
     NewRecurring,
     RecurringRecord,
     SaveMode,
-    StorageConfigurationError,
-    StorageError,
-    StorageUnavailableError,
     validate_lock_name,
     validate_prefix,
-)
-from .checks import (
-    check_new_jobs,
-    epoch_seconds,
-    optional_epoch_seconds,
-    positive_count,
-    positive_seconds,
-    stored_seconds,
 )
 from .sql_recurring import firing_params, recurring_record, save_params
 from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements

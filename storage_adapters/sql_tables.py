@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .base import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, StorageError, validate_prefix
+from .errors import StorageError
+from .records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 

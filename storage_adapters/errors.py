@@ -1,0 +1,46 @@
+"""The storage leaf's errors, rooted in the project's one exception tree.
+
+``ParallelSchedulerError`` lives here, in the leaf, so that storage errors can derive from it
+without the leaf importing the core; ``parallel_scheduler`` re-exports it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidIdentifierError",
+    "ParallelSchedulerError",
+    "StorageConfigurationError",
+    "StorageError",
+    "StorageUnavailableError",
+]
+
+
+class ParallelSchedulerError(Exception):
+    """The root of the project's one exception tree.
+
+    It lives in the storage leaf so that storage errors can derive from it without the leaf
+    importing the core; ``parallel_scheduler`` re-exports it, and every error the project raises
+    on purpose derives from it, so a caller (or the CLI) catches everything of ours with one
+    ``except``.
+    """
+
+
+class StorageError(ParallelSchedulerError):
+    """Base of every error an adapter raises on purpose."""
+
+
+class StorageUnavailableError(StorageError):
+    """The storage server could not be reached or dropped the connection; safe to retry."""
+
+
+class StorageConfigurationError(StorageError):
+    """The storage cannot work as configured: the database does not exist, the server refused
+    the credentials, the host name does not resolve, the file is not an SQLite database.
+
+    Never retried (unlike ``StorageUnavailableError``): waiting cannot fix it, so it is raised at
+    once, naming the problem and the storage URL (password masked).
+    """
+
+
+class InvalidIdentifierError(StorageError, ValueError):
+    """A prefix, lock name or job id that is unsafe to put into SQL or a Redis key."""

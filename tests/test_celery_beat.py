@@ -17,7 +17,7 @@ from celery.schedules import BaseSchedule, crontab
 from parallel_scheduler import Client, ConfigurationError
 from parallel_scheduler.celery.beat import sync_beat_schedule
 from storage_adapters import Storage
-from tests.test_celery_plugin import ROOT, Cluster, broker_url
+from tests.celery_cluster import ROOT, Cluster, broker_url
 from tests.waiting import wait_until
 
 

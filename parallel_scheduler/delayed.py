@@ -5,7 +5,7 @@ of the earliest-due jobs -> release them in a BOUNDED THREAD POOL, each under it
 claim -> repeat while a full batch came back -> release the lock. Between passes the scheduler
 sleeps until the next due time it peeked from storage, or the poll interval, whichever is sooner.
 Any number of scheduler processes may run; the lock makes one of them active at a time and
-another takes over within a lease when it dies.
+another takes over within a lease (plus a poll interval) when it dies.
 
 What a crash or a stall can duplicate is what was sent and not yet marked Enqueued: in
 ``per_job`` mode one job per pool thread; in ``batch`` mode one ``CHUNK`` per pool thread, since

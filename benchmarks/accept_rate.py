@@ -16,7 +16,6 @@ all Scheduled. Ids and arguments come from ``--seed``; the JSON output refuses t
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -26,6 +25,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from harness.report import refuse_existing, write_once
 
 import storage_adapters
 from parallel_scheduler import Client, JobSpec, JobState, Settings
@@ -103,8 +104,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    if args.out is not None and args.out.exists():
-        sys.exit(f"{args.out} exists; refusing to overwrite it")
+    refuse_existing(parser, args.out)
     if min(args.bulk_jobs, args.single_jobs, args.callers, args.call_size, args.repetitions) < 1:
         parser.error("job counts, --callers, --call-size and --repetitions must be >= 1")
     results: dict[str, Any] = {"config": {k: str(v) for k, v in vars(args).items()}}
@@ -124,8 +124,7 @@ def main() -> None:
             latency = " / ".join(f"{middle[f'p{q}_ms']:.1f}" for q in (50, 90, 99))
         print(f"| {shape} | {jobs:,} | {statistics.median(rates):,.0f} | {min(rates):,.0f} | "
               f"{max(rates):,.0f} | {latency} |")  # fmt: skip
-    if args.out is not None:
-        args.out.write_text(json.dumps(results, indent=2))
+    write_once(args.out, results)
 
 
 if __name__ == "__main__":

@@ -24,98 +24,25 @@ from ``--seed``, so every system and every run of the benchmark sees the same wo
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import random
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
-from burst_measure import ProcessGroup, ResourceMonitor, distribution, merge_pids, server_pid
-from burst_report import markdown_report, print_summary
-from burst_systems import (
-    PEERS,
-    SYSTEMS,
-    BurstConfig,
-    ParallelScheduler,
-    PlannedJob,
-    RunContext,
-    System,
-    is_redis,
-)
-
-# -- the workload ----------------------------------------------------------------------------------
-
-
-def plan_jobs(
-    seed: int, label: str, count: int, due_at: float, spread: float, payload: int
-) -> list[PlannedJob]:
-    """The same ids and payloads for every system in a repetition: drawn from ``seed`` and the
-    repetition's label only."""
-    rng = random.Random(f"{seed}/{label}")
-    return [
-        PlannedJob(
-            id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            index=i,
-            token=rng.randbytes(payload // 2).hex(),
-            due_at=due_at + (spread * i / count if count > 1 else 0.0),
-        )
-        for i in range(count)
-    ]
-
-
-def calls_of(jobs: list[PlannedJob], size: int) -> list[list[PlannedJob]]:
-    return [jobs[i : i + size] for i in range(0, len(jobs), size)]
-
-
-@dataclass
-class Scheduling:
-    """What the callers did: per-call latency, accepted jobs, and the phase's wall-clock span."""
-
-    latencies: list[float] = field(default_factory=list)
-    created: int = 0
-    errors: list[str] = field(default_factory=list)
-    started: float = 0.0
-    ended: float = 0.0
-
-
-def schedule_concurrently(
-    system: System, jobs: list[PlannedJob], callers: int, size: int
-) -> Scheduling:
-    """``callers`` threads take calls from one list until none is left, as a burst of web requests
-    would; a failed call counts its jobs as not scheduled, it does not stop the others."""
-    result = Scheduling()
-    guard = threading.Lock()
-
-    def one_call(call: list[PlannedJob]) -> None:
-        began = time.perf_counter()
-        try:
-            created = system.schedule(call)
-        except Exception as exc:
-            with guard:
-                result.errors.append(f"{type(exc).__name__}: {exc}")
-            return
-        took = time.perf_counter() - began
-        with guard:
-            result.latencies.append(took)
-            result.created += created
-
-    result.started = time.time()
-    with ThreadPoolExecutor(callers, thread_name_prefix="burst-caller") as pool:
-        list(pool.map(one_call, calls_of(jobs, size)))
-    result.ended = time.time()
-    return result
-
+from harness.brokers import is_redis
+from harness.burst_report import figures, markdown_report, print_summary
+from harness.measure import ResourceMonitor, process_groups
+from harness.oracles import executions, oracles, wait_for_completion
+from harness.peers import PEERS, SYSTEMS
+from harness.report import environment, options, refuse_existing, write_once
+from harness.systems import BurstConfig, ParallelScheduler, RunContext, System
+from harness.workloads import plan_jobs, schedule_concurrently
 
 # -- one repetition --------------------------------------------------------------------------------
 
@@ -129,60 +56,6 @@ class Repetition:
     oracles: dict[str, int]
     figures: dict[str, Any]
     problems: list[str]
-
-
-def executions(client: redis.Redis, key: str) -> list[tuple[str, float, float | None]]:
-    """Every recorded execution: (task id, executed at, sent at if the system knew it)."""
-    rows: list[tuple[str, float, float | None]] = []
-    for first in range(0, int(client.llen(key)), 10_000):
-        for raw in client.lrange(key, first, first + 9_999):
-            parts = (raw.decode() if isinstance(raw, bytes) else raw).split()
-            rows.append((parts[0], float(parts[1]), float(parts[2]) if len(parts) > 2 else None))
-    return rows
-
-
-def wait_for_completion(
-    system: System, results: redis.Redis, key: str, expected: int, timeout: float
-) -> None:
-    """Until every accepted job executed (and, for parallel-scheduler, was released), or timeout;
-    a timeout is not an error here: the oracles then report what is missing."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        released = not isinstance(system, ParallelScheduler) or system.released_count() >= expected
-        if released and results.llen(key) >= expected:
-            return
-        time.sleep(0.05)
-
-
-def oracles(
-    planned: list[PlannedJob], scheduling: Scheduling, runs: list[tuple[str, float, float | None]]
-) -> dict[str, int]:
-    wanted = {job.id for job in planned}
-    counts = Counter(task_id for task_id, _, _ in runs)
-    return {
-        "not_scheduled": len(planned) - scheduling.created,
-        "lost": sum(1 for job_id in wanted if counts[job_id] == 0),
-        "duplicated": sum(n - 1 for job_id, n in counts.items() if job_id in wanted and n > 1),
-        "unexpected": sum(n for job_id, n in counts.items() if job_id not in wanted),
-        "left_in_storage": 0,
-    }
-
-
-def process_groups(system: System, cfg: BurstConfig) -> list[ProcessGroup]:
-    """Storage server, broker server, scheduler, workers and this process (the callers)."""
-    groups = [ProcessGroup("callers (this process)", [os.getpid()], children=False)]
-    storage = system.storage_url()
-    storage_pid = server_pid(storage) if storage and not storage.startswith("sqlite") else None
-    broker_pid = server_pid(cfg.broker_url)
-    if storage_pid is not None and storage_pid != broker_pid:
-        groups.append(ProcessGroup("storage server", [storage_pid]))
-    if broker_pid is not None:
-        shared = " (also storage)" if storage_pid == broker_pid else ""
-        groups.append(ProcessGroup(f"broker server{shared}", [broker_pid]))
-    if system.scheduler_pids():
-        groups.append(ProcessGroup("scheduler", system.scheduler_pids()))
-    groups.append(ProcessGroup("workers", merge_pids(system.worker_pids())))
-    return groups
 
 
 def run_repetition(
@@ -236,8 +109,8 @@ def _measure(
             f"scheduling ended {scheduling.ended - due_at:.1f} s after the jobs fell due: "
             "the burst overlapped scheduling; raise --lead"
         )
-    figures = _figures(planned, scheduling, runs, sent, system, monitor)
-    return Repetition(system.name, label, count, round(lead, 1), found, figures, problems)
+    found_figures = figures(planned, scheduling, runs, sent, system, monitor)
+    return Repetition(system.name, label, count, round(lead, 1), found, found_figures, problems)
 
 
 def _left_in_storage(system: System, created: int) -> int:
@@ -248,56 +121,6 @@ def _left_in_storage(system: System, created: int) -> int:
 
 
 # -- figures ---------------------------------------------------------------------------------------
-
-
-def _ms(values: Sequence[float]) -> dict[str, float]:
-    summary = asdict(distribution([v * 1000 for v in values]))
-    summary.pop("count")
-    return {k: round(v, 1) for k, v in summary.items()}
-
-
-def _figures(
-    planned: list[PlannedJob],
-    scheduling: Scheduling,
-    runs: list[tuple[str, float, float | None]],
-    sent: list[tuple[str, float]] | None,
-    system: System,
-    monitor: ResourceMonitor,
-) -> dict[str, Any]:
-    due = {job.id: job.due_at for job in planned}
-    first_due = min(due.values())
-    first_run: dict[str, tuple[float, float | None]] = {}
-    for task_id, at, sent_at in runs:
-        first_run.setdefault(task_id, (at, sent_at))
-    if sent is None and any(s is not None for _, s in first_run.values()):
-        sent = [(i, s) for i, (_, s) in first_run.items() if s is not None]
-    span = max(scheduling.ended - scheduling.started, 1e-9)
-    figures: dict[str, Any] = {
-        "schedule_jobs_per_s": round(scheduling.created / span),
-        "schedule_seconds": round(span, 2),
-        "schedule_call_ms": _ms(scheduling.latencies),
-        "execute_jobs_per_s": _rate(len(first_run), first_due, [a for a, _ in first_run.values()]),
-        "due_to_executed_ms": _ms([a - due[i] for i, (a, _) in first_run.items() if i in due]),
-        "release_jobs_per_s": None,
-        "due_to_sent_ms": None,
-        "release_measured_by": system.release_note,
-        "cpu_seconds": monitor.cpu_by_phase(),
-        "peak_memory_mib": monitor.peak_memory_mib(),
-    }
-    if sent:
-        first_sent: dict[str, float] = {}
-        for job_id, at in sent:
-            first_sent.setdefault(job_id, at)
-        figures["release_jobs_per_s"] = _rate(len(first_sent), first_due, list(first_sent.values()))
-        figures["due_to_sent_ms"] = _ms([max(0.0, at - due[i]) for i, at in first_sent.items()])
-    return figures
-
-
-def _rate(count: int, first_due: float, times: list[float]) -> float | None:
-    """Jobs per second from the first due instant to the last event."""
-    if not times:
-        return None
-    return round(count / max(max(times) - first_due, 1e-3))
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -412,9 +235,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
     p.add_argument("--markdown", type=Path, help="Markdown report (never overwritten)")
     ns = p.parse_args(argv)
-    for path in (ns.out, ns.markdown):
-        if path is not None and path.exists():
-            p.error(f"{path} exists; the benchmark never overwrites results")
+    refuse_existing(p, ns.out, ns.markdown)
     if min(ns.jobs, ns.callers, ns.call_size, ns.workers, ns.repetitions) < 1:
         p.error("--jobs, --callers, --call-size, --workers and --repetitions must be >= 1")
     if not is_redis(ns.broker_url) and (
@@ -426,40 +247,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return ns
 
 
-def environment(cfg: BurstConfig) -> dict[str, Any]:
-    import celery
-    import kombu
-
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "celery": celery.__version__,
-        "kombu": kombu.__version__,
-        "redis-py": redis.__version__,
-        "argv": sys.argv,
-    }
-    info["redis_server"] = redis.Redis.from_url(cfg.results_url).info("server")["redis_version"]
-    info["git_commit"] = _git("rev-parse", "HEAD")
-    info["git_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
-    return info
-
-
-def _git(*args: str) -> str:
-    """The checkout's commit, so a figure can be traced to the code that produced it."""
-    import subprocess
-
-    done = subprocess.run(
-        ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
     cfg = _config(ns)
-    env = environment(cfg)
+    env = environment(cfg.results_url)
     systems = [run_system(kind, ns, cfg) for kind in ["parallel-scheduler", *ns.peers]]
     failures = [
         (s["system"], rep.label, {k: v for k, v in rep.oracles.items() if v})
@@ -470,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = {
         "benchmark": "burst",
         "passed": not failures,
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ns).items()},
+        "options": options(ns),
         "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "oracle_failures": failures,
     }
@@ -489,10 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s in systems
         ]
         print_summary(document)
-    if ns.out is not None:
-        ns.out.write_text(json.dumps(document, indent=2) + "\n")
+    write_once(ns.out, document)
     if ns.markdown is not None and not failures:
-        ns.markdown.write_text(markdown_report(document))
+        with ns.markdown.open("x") as out:
+            out.write(markdown_report(document))
     return 1 if failures else 0
 
 

@@ -16,7 +16,7 @@ and a scheduler process's memory stays flat over a long release run. Not a CI te
    dispatcher only counts jobs: the figure is the scheduler's own memory, not a broker's.
 
 ``--throwaway`` starts a PostgreSQL of its own (from the installed binaries, on a free port, in a
-temporary directory; the fault suite's ``tests/faults/servers.py``) instead of using
+temporary directory; the harness's launcher, ``harness/servers.py``) instead of using
 ``--storage-url``, so a soak never loads a shared server. The prefix is dropped at the end unless
 ``--keep``.
 """
@@ -41,7 +41,6 @@ import psutil
 import storage_adapters
 from storage_adapters import NewJob, Storage
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL, FETCH = 10_000, 1000
 PAGE = 5000
 
@@ -264,10 +263,9 @@ def main() -> int:
     server = None
     url = args.storage_url
     if args.throwaway:
-        sys.path.insert(0, str(ROOT))
-        from tests.faults.servers import PostgresServer, new_workdir
+        from harness.servers import PostgresServer, new_workdir
 
-        server = PostgresServer(new_workdir("soak"))
+        server = PostgresServer(new_workdir("soak", prefix="ps-bench"))
         server.start()
         url = server.url
     prefix = "soak" + uuid.uuid4().hex[:8]

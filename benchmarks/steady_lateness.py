@@ -5,10 +5,10 @@ each job reach the broker?
 One run:
 
 1. a fresh storage prefix (``--storage-url``), broker queue and result list; one ``celery
-   worker`` (prefork, ``--workers`` children, ``burst_app``'s recording task) and one scheduler
-   process: the product's ``SchedulerService`` built by the Celery integration, as ``celery
-   parallel-scheduler`` builds it (``service_process.py``), with the default settings except
-   those given here (``--release-mode``, ``--fast-publish``, ``--poll-interval``, ...);
+   worker`` (prefork, ``--workers`` children, the recording task of ``harness.celery_apps``) and
+   one scheduler process: the product's ``SchedulerService`` built by the Celery integration, as
+   ``celery parallel-scheduler`` builds it (``harness.service_process``), with the default
+   settings except those given here (``--release-mode``, ``--fast-publish``, ...);
 2. ``--callers`` threads schedule every job ahead of time through ``Client.schedule_many``, in
    calls of ``--call-size``: ``--rate`` x (``--warmup-seconds`` + ``--duration``) jobs whose due
    times are spread evenly at ``--rate`` per second, the first ``--lead`` seconds ahead (by
@@ -45,46 +45,42 @@ Ids and payloads come from ``--seed``. ``--out`` (JSON) is never overwritten.
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
 import os
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
 import redis
-from burst import environment, executions, oracles, plan_jobs, process_groups, schedule_concurrently
-from burst import wait_for_completion as wait_for_executions
-from burst_measure import ResourceMonitor, distribution
-from burst_systems import BurstConfig, ParallelScheduler, PlannedJob, RunContext
-from service_process import ServiceConfig, ServiceLog, ServiceProcess
-from worker_memory import MIB, rss
+from harness.lateness import (
+    RssTimeline,
+    Window,
+    clock_offset,
+    lateness,
+    machine_cpu,
+    pass_figures,
+    sent_rate,
+    timeline,
+)
+from harness.measure import MIB, ResourceMonitor, process_groups
+from harness.oracles import executions, oracles
+from harness.oracles import wait_for_completion as wait_for_executions
+from harness.report import environment, options, refuse_existing, write_once
+from harness.service_process import ServiceConfig, ServiceLog, ServiceProcess
+from harness.steady_report import TARGET_P99_MS, summary
+from harness.systems import BurstConfig, ParallelScheduler, RunContext
+from harness.workloads import plan_jobs, schedule_concurrently
 
 from parallel_scheduler import Settings
 
 DEFAULTS = Settings()
-TARGET_P99_MS = 100.0
 
 
 # -- the system: the burst harness's parallel-scheduler, with the product's service -------------
-
-
-@dataclass
-class SteadyContext(RunContext):
-    """The burst harness's per-run names, under this benchmark's own."""
-
-    def __post_init__(self) -> None:
-        self.queue = f"ps-bench-steady-{self.run_id}"
-        self.prefix = f"psbenchsteady{self.run_id}"
-        self.results_key = f"ps-bench-steady:{self.run_id}:executed"
 
 
 class SteadyScheduler(ParallelScheduler):
@@ -126,141 +122,9 @@ class SteadyScheduler(ParallelScheduler):
 # -- measuring ---------------------------------------------------------------------------------
 
 
-class RssTimeline(threading.Thread):
-    """The scheduler process's RSS (psutil), once a second, with the time of each reading."""
-
-    def __init__(self, pid: int, interval: float = 1.0) -> None:
-        super().__init__(name="rss-timeline", daemon=True)
-        self.pid, self.interval = pid, interval
-        self.samples: list[tuple[float, int]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                self.samples.append((time.time(), rss(self.pid)))
-            except Exception:  # the process ended; the harness notices on its own
-                return
-            self.halt.wait(self.interval)
-
-    def between(self, start: float, end: float) -> list[int]:
-        return [value for at, value in self.samples if start <= at <= end]
-
-
-def machine_cpu() -> dict[str, float]:
-    """The whole machine's cumulative CPU seconds, all cores together: in processes (user, nice,
-    system; Linux counts guest time inside user), in interrupt handlers (irq, softirq: loopback
-    networking lands here, in no process), and stolen by the hypervisor (steal)."""
-    times = psutil.cpu_times()
-
-    def field(name: str) -> float:
-        return float(getattr(times, name, 0.0))
-
-    return {
-        "processes": field("user") + field("nice") + field("system"),
-        "interrupts": field("irq") + field("softirq"),
-        "steal": field("steal"),
-    }
-
-
-def sent_rate(sent: Sequence[tuple[str, float]], window: Window) -> float:
-    """Jobs handed to the broker per second while the window lasted (whatever their due time):
-    the scheduler's release rate, which is below ``--rate`` when it falls behind."""
-    return round(sum(1 for _, at in sent if window.holds(at)) / (window.end - window.start), 1)
-
-
-def clock_offset(storage_now: Any, samples: int = 5) -> float:
-    """Storage clock minus this machine's, from the reading with the shortest round trip."""
-    best_rtt, best = float("inf"), 0.0
-    for _ in range(samples):
-        before = time.time()
-        server = float(storage_now())
-        after = time.time()
-        if after - before < best_rtt:
-            best_rtt, best = after - before, server - (before + after) / 2
-    return best
-
-
 def sleep_until(system: SteadyScheduler, moment: float) -> None:
     """Until ``moment`` on the storage clock."""
     time.sleep(max(0.0, moment - system.now()))
-
-
-@dataclass
-class Window:
-    """The retained sample: jobs due in [start, end) (storage clock)."""
-
-    start: float
-    end: float
-
-    def holds(self, moment: float) -> bool:
-        return self.start <= moment < self.end
-
-
-def _ms(values: Sequence[float]) -> dict[str, float]:
-    summary = asdict(distribution([v * 1000 for v in values]))
-    summary["min"] = min(values) * 1000 if values else 0.0
-    return {k: (v if k == "count" else round(v, 1)) for k, v in summary.items()}
-
-
-def lateness(
-    planned: list[PlannedJob], events: Sequence[tuple[str, float]], window: Window
-) -> dict[str, float]:
-    """due -> event, ms, over the first event of each job due in ``window``."""
-    due = {job.id: job.due_at for job in planned}
-    first: dict[str, float] = {}
-    for job_id, at in events:
-        first.setdefault(job_id, at)
-    values = [at - due[i] for i, at in first.items() if i in due and window.holds(due[i])]
-    found = _ms(values)
-    found["early"] = sum(1 for v in values if v < 0)
-    return found
-
-
-def timeline(
-    planned: list[PlannedJob], sent: Sequence[tuple[str, float]], window: Window, width: float
-) -> list[dict[str, float]]:
-    """due -> sent per ``width`` seconds of due time: is the lateness steady, or growing?"""
-    due = {job.id: job.due_at for job in planned}
-    bins: dict[int, list[float]] = {}
-    for job_id, at in sent:
-        moment = due.get(job_id)
-        if moment is not None and window.holds(moment):
-            bins.setdefault(int((moment - window.start) // width), []).append(at - moment)
-    rows = []
-    for index in sorted(bins):
-        figures = _ms(bins[index])
-        rows.append(
-            {
-                "from_s": round(index * width, 1),
-                "jobs": figures["count"],
-                "p50_ms": figures["p50"],
-                "p99_ms": figures["p99"],
-                "max_ms": figures["max"],
-            }
-        )
-    return rows
-
-
-def pass_figures(log: ServiceLog, window: Window, offset: float) -> dict[str, Any]:
-    """Delayed-scheduler passes that overlapped the window (their times are this machine's clock,
-    moved to the storage clock): how often, how long, how many jobs, and the idle gaps between.
-    A pass repeats while full batches come back, so a scheduler that fell behind runs few, long
-    passes."""
-    passes = sorted(
-        p for p in log.passes if p[0] + offset < window.end and p[0] + p[1] + offset >= window.start
-    )
-    held = [p for p in passes if p[2]]
-    gaps = [b[0] - (a[0] + a[1]) for a, b in itertools.pairwise(passes)]
-    seconds = window.end - window.start
-    return {
-        "passes": len(passes),
-        "passes_holding_lock": len(held),
-        "passes_per_s": round(len(passes) / seconds, 1),
-        "jobs_released_per_pass": round(sum(p[4] for p in held) / max(1, len(held)), 1),
-        "pass_duration_ms": _ms([p[1] for p in held]),
-        "idle_between_passes_ms": _ms(gaps),
-    }
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -369,7 +233,7 @@ def run_once(ns: argparse.Namespace, cfg: BurstConfig, label: str) -> dict[str, 
     results = redis.Redis.from_url(cfg.results_url)
     system = SteadyScheduler(cfg, ns.fast_publish)
     with tempfile.TemporaryDirectory(prefix="ps-steady-") as tmp:
-        ctx = SteadyContext(uuid.uuid4().hex[:10], Path(tmp))
+        ctx = RunContext(uuid.uuid4().hex[:10], Path(tmp), "steady")
         try:
             system.start(ctx)
             record = measure(system, ns, cfg, ctx, results)
@@ -385,126 +249,6 @@ def run_once(ns: argparse.Namespace, cfg: BurstConfig, label: str) -> dict[str, 
 
 
 # -- reporting ---------------------------------------------------------------------------------
-
-
-def _stats(
-    found: dict[str, float], keys: Sequence[str] = ("mean", "p50", "p90", "p99", "max")
-) -> str:
-    return " / ".join(f"{found[k]:,.1f}" for k in keys)
-
-
-def _oracle_cell(run: dict[str, Any]) -> str:
-    keys = ("lost", "duplicated", "not_scheduled", "left_in_storage", "sent_twice")
-    return " / ".join(str(run["oracles"][k]) for k in keys)
-
-
-def _target_cell(figures: dict[str, Any]) -> str:
-    return "met" if figures["due_to_sent_ms"]["p99"] <= TARGET_P99_MS else "MISSED"
-
-
-def _early_cell(figures: dict[str, Any]) -> str:
-    sent = figures["due_to_sent_ms"]
-    return f"{sent['early']:.0f}, {sent['min']:.1f}"
-
-
-def _cpu_cell(figures: dict[str, Any]) -> str:
-    seconds = figures["scheduler_cpu_seconds"]
-    return f"{seconds:.1f} ({figures['scheduler_cpu_percent_of_one_core']}%)"
-
-
-def _rss_cell(figures: dict[str, Any]) -> str:
-    return " / ".join(str(figures["scheduler_rss_mib"][k]) for k in ("start", "end", "max"))
-
-
-def _passes_cell(figures: dict[str, Any]) -> str:
-    passes = figures["passes"]
-    return f"{passes['passes_per_s']}; {passes['jobs_released_per_pass']}"
-
-
-def _machine_cell(figures: dict[str, Any]) -> str:
-    machine = figures["machine_cpu_seconds"]
-    busy = machine["processes"] + machine["interrupts"]
-    return (
-        f"{busy:.0f} of {figures['machine_cpu_seconds_available']:.0f} (other processes "
-        f"{figures['cpu_seconds_other_processes']:.0f}, interrupts {machine['interrupts']:.0f}); "
-        f"steal {machine['steal']:.0f}"
-    )
-
-
-Cell = Callable[[dict[str, Any]], str]
-ROWS: list[tuple[str, Cell]] = [
-    ("jobs in the retained window", lambda f: f"{f['retained_jobs']:,}"),
-    (
-        "due -> sent (broker accepted + marked), ms: mean / p50 / p90 / p99 / max",
-        lambda f: _stats(f["due_to_sent_ms"]),
-    ),
-    (f"p99 due -> sent <= {TARGET_P99_MS:g} ms", _target_cell),
-    (
-        "due -> task started on the worker, ms: mean / p50 / p90 / p99 / max",
-        lambda f: _stats(f["due_to_started_ms"]),
-    ),
-    ("sent before due (count, min ms)", _early_cell),
-    ("scheduler CPU in the window, s (% of one core)", _cpu_cell),
-    ("jobs sent per s in the window", lambda f: f"{f['sent_per_s_in_window']:,}"),
-    ("scheduler RSS in the window, MiB: start / end / max", _rss_cell),
-    ("scheduler passes per s; jobs released per pass", _passes_cell),
-    (
-        "pass duration, ms: p50 / p99 / max",
-        lambda f: _stats(f["passes"]["pass_duration_ms"], ("p50", "p99", "max")),
-    ),
-    (
-        "idle between passes, ms: p50 / p99 / max",
-        lambda f: _stats(f["passes"]["idle_between_passes_ms"], ("p50", "p99", "max")),
-    ),
-    ("scheduling ahead, jobs/s", lambda f: f"{f['schedule_jobs_per_s']:,}"),
-    ("machine CPU busy in the window, s", _machine_cell),
-]
-
-
-def _heading(document: dict[str, Any]) -> str:
-    o, env = document["options"], document["environment"]
-    return (
-        f"Steady lateness: {o['rate']:,g} due jobs/s for {o['duration']:g} s (after a "
-        f"{o['warmup_seconds']:g} s warm-up), storage `{o['storage_url']}`, broker "
-        f"`{o['broker_url']}`, release_mode `{o['release_mode']}`, fast_publish "
-        f"{o['fast_publish']}, poll_interval {o['poll_interval']:g} s, parallelism "
-        f"{o['parallelism']}, batch_size {o['batch_size']}; one celery worker with "
-        f"{o['workers']} prefork children; seed {o['seed']}; {env['cpus']} CPUs; load average "
-        f"{'/'.join(str(x) for x in env['load_average_at_start'])} at the start, "
-        f"{'/'.join(str(x) for x in env['load_average_at_end'])} at the end (shared machine)."
-    )
-
-
-def summary(document: dict[str, Any]) -> str:
-    runs = document["runs"]
-    lines = [
-        _heading(document),
-        "",
-        "| measure | " + " | ".join(r["label"] for r in runs) + " |",
-        "|---|" + "--:|" * len(runs),
-    ]
-    for name, cell in ROWS:
-        lines.append(f"| {name} | " + " | ".join(cell(r["figures"]) for r in runs) + " |")
-    lines.append(
-        "| lost / duplicated / not scheduled / left in storage / sent twice | "
-        + " | ".join(_oracle_cell(r) for r in runs)
-        + " |"
-    )
-    width = document["options"]["bin_seconds"]
-    for r in runs:
-        lines += [
-            "",
-            f"{r['label']}: due -> sent per {width:g} s of due time",
-            "",
-            "| from s | jobs | p50 ms | p99 ms | max ms |",
-            "|--:|--:|--:|--:|--:|",
-        ]
-        lines += [
-            f"| {t['from_s']:g} | {t['jobs']:,} | {t['p50_ms']:.1f} | {t['p99_ms']:.1f} "
-            f"| {t['max_ms']:.1f} |"
-            for t in r["figures"]["timeline"]
-        ]
-    return "\n".join(lines)
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -544,8 +288,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=2.0, help="seconds to wait for duplicates")
     p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
     ns = p.parse_args(argv)
-    if ns.out is not None and ns.out.exists():
-        p.error(f"{ns.out} exists; the benchmark never overwrites results")
+    refuse_existing(p, ns.out)
     if ns.rate <= 0 or ns.duration <= 0 or ns.warmup_seconds < 0 or ns.repetitions < 1:
         p.error("--rate and --duration must be > 0, --warmup-seconds >= 0, --repetitions >= 1")
     if not ns.broker_url.startswith(("redis://", "rediss://", "unix://")):
@@ -569,13 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # as the plugin does: with fast_publish, each broker message is built as the job is stored
         accept_time_messages=ns.fast_publish,
     )
-    env = environment(cfg)
+    env = environment(cfg.results_url)
     runs = [run_once(ns, cfg, f"run {n + 1}") for n in range(ns.repetitions)]
     failed = [r for r in runs if any(r["oracles"].values()) or r["problems"]]
     document: dict[str, Any] = {
         "benchmark": "steady_lateness",
         "passed": not failed,
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ns).items()},
+        "options": options(ns),
         "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "target": f"p99 due -> sent <= {TARGET_P99_MS:g} ms",
         "lateness_measured_by": "job_released signal sent_at (storage clock), after the broker "
@@ -589,11 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print()
         print(summary(document))
-    if ns.out is not None:
-        with ns.out.open("x") as out:  # "x": never replace a result someone kept
-            json.dump(document, out, indent=2)
-            out.write("\n")
-        print(f"\nwrote {ns.out}")
+    write_once(ns.out, document)
     return 1 if failed else 0
 
 

@@ -4,20 +4,19 @@
 they answer, otherwise servers started here from the installed binaries, on their own ports and
 data directories, which ``stop`` ends again (by the process ids recorded at start, nothing else).
 When neither works it says exactly what to run, and fails.
+
+A thin command over the benchmarks' server launcher (``benchmarks/harness/servers.py``), the one
+place that knows how to start PostgreSQL, Redis and RabbitMQ from their binaries.
 """
 
 from __future__ import annotations
 
-import contextlib
+import importlib.util
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 STATE = Path(os.environ.get("PARALLEL_SCHEDULER_SERVICES_DIR", "/tmp/parallel-scheduler-services"))
@@ -38,10 +37,39 @@ THROWAWAY_RABBITMQ_DIST_PORT = 55673
 THROWAWAY_EPMD_PORT = 54369
 THROWAWAY_RABBITMQ_NODE = "ps-test@localhost"
 
+MISSING = {
+    "postgresql": "PostgreSQL is not reachable at 127.0.0.1:5432 and its server binaries are not "
+    "installed. Run `apt-get install -y postgresql` (or start your own server and set "
+    f"{POSTGRESQL_ENV}=postgresql://user@host:port/db), then run `make test` again.",
+    "redis": "Redis is not reachable at 127.0.0.1:6379 and redis-server is not installed. Run "
+    "`apt-get install -y redis-server` (or start your own Redis and set "
+    f"{REDIS_ENV}=redis://host:port/0), then run `make test` again.",
+    "rabbitmq": "RabbitMQ is not reachable at 127.0.0.1:5672 and rabbitmq-server is not "
+    "installed. Run `apt-get install -y rabbitmq-server` (then this script starts a throwaway "
+    "node itself, or you start the machine's own with `rabbitmq-server -detached`), or start "
+    f"your own broker and set {RABBITMQ_ENV}=amqp://user:password@host:port/vhost; then run "
+    "`make test` again.",
+}
+
 
 def _fail(message: str) -> NoReturn:
     print(f"test services: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def launcher() -> ModuleType:
+    """``benchmarks.harness.servers``, loaded from this checkout (the scripts folder, not the
+    repository root, is on ``sys.path`` when this runs as ``python scripts/test_services.py``)."""
+    if "benchmarks" not in sys.modules:
+        folder = Path(__file__).resolve().parent.parent / "benchmarks"
+        spec = importlib.util.spec_from_file_location(
+            "benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        assert spec is not None and spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module("benchmarks.harness.servers")
 
 
 def _postgresql_answers(url: str) -> bool:
@@ -74,181 +102,74 @@ def _rabbitmq_answers(url: str) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _record(pid: int) -> None:
-    STATE.mkdir(parents=True, exist_ok=True)
-    with PIDS.open("a") as f:
-        f.write(f"{pid}\n")
-
-
-def _wait(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not check():
-        if time.monotonic() > deadline:
-            _fail(f"{what} did not answer within 60 s")
-        time.sleep(0.2)
-
-
-def start_redis() -> str:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        _fail(
-            "Redis is not reachable at 127.0.0.1:6379 and redis-server is not installed. Run "
-            "`apt-get install -y redis-server` (or start your own Redis and set "
-            f"{REDIS_ENV}=redis://host:port/0), then run `make test` again."
-        )
-    port = THROWAWAY_REDIS_PORT
-    url = f"redis://127.0.0.1:{port}/0"
-    if not _port_free(port):
-        if _redis_answers(url):
-            return url
+def _throwaway(kind: str, port: int, build: object, extra_ports: tuple[int, ...] = ()) -> str:
+    """Start one server with the launcher on its fixed port (reusing one a previous ``start``
+    left answering there), record its pids for ``stop``, and return its URL."""
+    servers = launcher()
+    folder = STATE / kind
+    try:
+        server = build(folder)  # type: ignore[operator]
+    except servers.MissingBinaryError:
+        _fail(MISSING[kind])
+    if not servers.port_free(port):
+        if server.answers():
+            return str(server.url)
         _fail(f"port {port} is taken by something else")
-    folder = STATE / "redis"
-    folder.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder), "--logfile", str(folder / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    _record(process.pid)
-    _wait(lambda: _redis_answers(url), "the throwaway Redis")
-    return url
+    for taken in extra_ports:
+        if not servers.port_free(taken):
+            _fail(f"port {taken}, needed by the throwaway RabbitMQ, is taken by something else")
+    try:
+        server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        _fail(f"the throwaway {kind} did not start: {exc}")
+    finally:
+        STATE.mkdir(parents=True, exist_ok=True)
+        with PIDS.open("a") as f:
+            f.writelines(f"{pid}\n" for pid in server.pids())
+    return str(server.url)
 
 
-def _pg_binary(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
-    return str(candidates[-1]) if candidates else None
-
-
-def _as_postgres_user(command: list[str]) -> list[str]:
-    if os.geteuid() != 0:
-        return command
-    if shutil.which("runuser") is None:
-        _fail("running as root needs `runuser` to start PostgreSQL as the postgres user")
-    return ["runuser", "-u", "postgres", "--", *command]
+def _fresh(folder: Path) -> Path:
+    if folder.exists():
+        shutil.rmtree(folder)
+    STATE.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        shutil.chown(STATE, "postgres")
+    return folder
 
 
 def start_postgresql() -> str:
-    initdb, postgres = _pg_binary("initdb"), _pg_binary("postgres")
-    if initdb is None or postgres is None:
-        _fail(
-            "PostgreSQL is not reachable at 127.0.0.1:5432 and its server binaries are not "
-            "installed. Run `apt-get install -y postgresql` (or start your own server and set "
-            f"{POSTGRESQL_ENV}=postgresql://user@host:port/db), then run `make test` again."
-        )
-    port = THROWAWAY_PG_PORT
-    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    if not _port_free(port):
-        if _postgresql_answers(url):
-            return url
-        _fail(f"port {port} is taken by something else")
-    data = STATE / "postgresql"
-    if data.exists():
-        shutil.rmtree(data)
-    data.mkdir(parents=True)
-    if os.geteuid() == 0:
-        shutil.chown(STATE, "postgres")
-        shutil.chown(data, "postgres")
-    subprocess.run(
-        _as_postgres_user([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    process = subprocess.Popen(
-        _as_postgres_user([postgres, "-D", str(data), "-p", str(port), "-k", str(data),
-                           "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    _record(process.pid)
-    _wait(lambda: _postgresql_answers(url), "the throwaway PostgreSQL")
-    return url
+    servers = launcher()
+    return _throwaway(
+        "postgresql",
+        THROWAWAY_PG_PORT,
+        lambda folder: servers.PostgresServer(_fresh(folder), THROWAWAY_PG_PORT),
+    )
 
 
-def _rabbitmq_script() -> str | None:
-    """The server start script itself: Debian's /usr/sbin wrapper insists on root or the rabbitmq
-    user and, for root, re-runs it through ``su``, whose pid is not the server's."""
-    debian = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
-    return str(debian) if debian.exists() else shutil.which("rabbitmq-server")
-
-
-def _rabbitmq_environment(folder: Path) -> dict[str, str]:
-    """An environment that keeps the throwaway node off the machine's RabbitMQ files and ports.
-
-    Own config, env and plugin files, so /etc/rabbitmq (which may pin the listener to 5672) is
-    never read; own HOME, so the Erlang cookie is created here, not in the user's home.
-    """
-    config = folder / "rabbitmq.conf"
-    config.write_text(f"listeners.tcp.1 = 127.0.0.1:{THROWAWAY_RABBITMQ_PORT}\n")
-    (folder / "rabbitmq-env.conf").write_text("")
-    (folder / "enabled_plugins").write_text("[].\n")
-    return dict(
-        os.environ,
-        HOME=str(folder),
-        RABBITMQ_NODENAME=THROWAWAY_RABBITMQ_NODE,
-        RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
-        RABBITMQ_NODE_PORT=str(THROWAWAY_RABBITMQ_PORT),
-        RABBITMQ_DIST_PORT=str(THROWAWAY_RABBITMQ_DIST_PORT),
-        RABBITMQ_CONFIG_FILE=str(config),
-        RABBITMQ_CONF_ENV_FILE=str(folder / "rabbitmq-env.conf"),
-        RABBITMQ_ENABLED_PLUGINS_FILE=str(folder / "enabled_plugins"),
-        RABBITMQ_MNESIA_BASE=str(folder / "mnesia"),
-        RABBITMQ_LOG_BASE=str(folder / "log"),
-        RABBITMQ_PID_FILE=str(folder / "rabbitmq.pid"),
-        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
-        ERL_EPMD_PORT=str(THROWAWAY_EPMD_PORT),
-        ERL_EPMD_ADDRESS="127.0.0.1",
+def start_redis() -> str:
+    servers = launcher()
+    return _throwaway(
+        "redis",
+        THROWAWAY_REDIS_PORT,
+        lambda folder: servers.RedisServer(folder, THROWAWAY_REDIS_PORT),
     )
 
 
 def start_rabbitmq() -> str:
-    script, epmd = _rabbitmq_script(), shutil.which("epmd")
-    if script is None or epmd is None:
-        _fail(
-            "RabbitMQ is not reachable at 127.0.0.1:5672 and rabbitmq-server is not installed. "
-            "Run `apt-get install -y rabbitmq-server` (then this script starts a throwaway node "
-            "itself, or you start the machine's own with `rabbitmq-server -detached`), or start "
-            f"your own broker and set {RABBITMQ_ENV}=amqp://user:password@host:port/vhost; then "
-            "run `make test` again."
-        )
-    port = THROWAWAY_RABBITMQ_PORT
-    url = f"amqp://guest:guest@127.0.0.1:{port}//"
-    if not _port_free(port):
-        if _rabbitmq_answers(url):
-            return url
-        _fail(f"port {port} is taken by something else")
-    for taken in (THROWAWAY_RABBITMQ_DIST_PORT, THROWAWAY_EPMD_PORT):
-        if not _port_free(taken):
-            _fail(f"port {taken}, needed by the throwaway RabbitMQ, is taken by something else")
-    folder = STATE / "rabbitmq"
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    env = _rabbitmq_environment(folder)
-    # epmd in the foreground (no -daemon), so its pid is ours to stop as well
-    epmd_process = subprocess.Popen(
-        [epmd, "-port", str(THROWAWAY_EPMD_PORT), "-address", "127.0.0.1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    _record(epmd_process.pid)
-    _wait(lambda: not _port_free(THROWAWAY_EPMD_PORT), "the throwaway RabbitMQ's epmd")
-    with (folder / "server.log").open("wb") as log:
-        # Without -detached the script stays in the foreground and turns SIGTERM into a clean stop.
-        process = subprocess.Popen(
-            [script], cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    _record(process.pid)
-    _wait(lambda: process.poll() is not None or _rabbitmq_answers(url), "the throwaway RabbitMQ")
-    if process.poll() is not None:
-        log_tail = (folder / "server.log").read_text(errors="replace")[-2000:]
-        _fail(f"the throwaway RabbitMQ exited at start-up; its output ends with:\n{log_tail}")
-    return url
+    servers = launcher()
+    return _throwaway(
+        "rabbitmq",
+        THROWAWAY_RABBITMQ_PORT,
+        lambda folder: servers.RabbitMQServer(
+            _fresh(folder),
+            THROWAWAY_RABBITMQ_PORT,
+            dist_port=THROWAWAY_RABBITMQ_DIST_PORT,
+            epmd_port=THROWAWAY_EPMD_PORT,
+            node=THROWAWAY_RABBITMQ_NODE,
+        ),
+        (THROWAWAY_RABBITMQ_DIST_PORT, THROWAWAY_EPMD_PORT),
+    )
 
 
 def start() -> None:
@@ -266,27 +187,12 @@ def start() -> None:
     print(f"export {RABBITMQ_ENV}='{rabbitmq_url}'")
 
 
-def _gone(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def stop() -> None:
     """End the recorded servers, newest first (RabbitMQ before its epmd), and wait until they
     are gone, so a ``start`` right after finds their ports free again."""
     if not PIDS.exists():
         return
-    pids = [int(line) for line in PIDS.read_text().split()]
-    for pid in reversed(pids):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    launcher().stop_pids([int(line) for line in PIDS.read_text().split()])
     PIDS.unlink()
 
 

@@ -1,18 +1,16 @@
-"""The systems the burst benchmark drives: parallel-scheduler, and the peers it is compared with.
+"""The systems the burst benchmark drives: parallel-scheduler here, the peers in ``peers.py``.
 
 Each system gets the same planned jobs (ids, arguments, due times) and the same number of worker
 processes, schedules them through its own public API in calls of many jobs, and releases them
-its own way; every execution lands in the same Redis list (``burst_app.record``). A system says
+its own way; every execution lands in the same Redis list (``celery_apps.record``). A system says
 which of its processes to measure, and whether it can tell when a job was handed to its queue
 (``sent_times``): plain Celery cannot, since its "release" happens inside the worker.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -21,26 +19,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
-import redis
-
-HERE = Path(__file__).resolve().parent
-CELERY_TASK = "bench.burst.record"
-
-
-@dataclass(frozen=True)
-class PlannedJob:
-    """One job of the workload: the same for every system in one repetition."""
-
-    id: str
-    index: int
-    token: str
-    due_at: float
+from .brokers import delete_celery_queue
+from .celery_apps import CELERY_TASK, build_celery_app
+from .processes import ready_count, start_process, stop_process, wait_until, worker_environment
+from .workloads import PlannedJob
 
 
 @dataclass(frozen=True)
@@ -63,108 +50,32 @@ class BurstConfig:
 
 @dataclass
 class RunContext:
-    """Names of everything one repetition creates, so it can all be removed afterwards."""
+    """Names of everything one repetition creates, so it can all be removed afterwards; ``name``
+    is the scenario's (``burst``, ``steady``, ``m1m``)."""
 
     run_id: str
     folder: Path
+    name: str = "burst"
     queue: str = field(init=False)
     prefix: str = field(init=False)
     results_key: str = field(init=False)
 
     def __post_init__(self) -> None:
-        self.queue = f"ps-bench-burst-{self.run_id}"
-        self.prefix = f"psbenchburst{self.run_id}"
-        self.results_key = f"ps-bench-burst:{self.run_id}:executed"
+        self.queue = f"ps-bench-{self.name}-{self.run_id}"
+        self.prefix = f"psbench{self.name}{self.run_id}"
+        self.results_key = f"ps-bench-{self.name}:{self.run_id}:executed"
 
 
-def is_redis(url: str) -> bool:
-    return url.split("://", 1)[0] in ("redis", "rediss", "unix")
-
-
-# -- processes we start ----------------------------------------------------------------------------
-
-
-def worker_environment(ctx: RunContext, cfg: BurstConfig, **extra: str) -> dict[str, str]:
-    """The benchmark's settings for a worker, minus PARALLEL_SCHEDULER_* variables that would
-    otherwise override them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PARALLEL_SCHEDULER_")}
-    env.update(
-        BURST_BROKER_URL=cfg.broker_url,
-        BURST_RESULTS_URL=cfg.results_url,
-        BURST_RESULTS_KEY=ctx.results_key,
-        BURST_QUEUE=ctx.queue,
-        BURST_READY_DIR=str(ctx.folder),
-        PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+def scenario_environment(ctx: RunContext, cfg: BurstConfig, **extra: str) -> dict[str, str]:
+    """A worker's environment: the benchmark's settings in ``BENCH_*`` (``celery_apps``)."""
+    return worker_environment(
+        BENCH_BROKER_URL=cfg.broker_url,
+        BENCH_RESULTS_URL=cfg.results_url,
+        BENCH_RESULTS_KEY=ctx.results_key,
+        BENCH_QUEUE=ctx.queue,
+        BENCH_READY_DIR=str(ctx.folder),
+        **extra,
     )
-    env.update(extra)
-    return env
-
-
-def start_process(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(command, cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    """Warm shutdown by our own pid (SIGTERM), then SIGKILL if it does not end in time."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=30)
-
-
-def wait_until(condition: Any, what: str, timeout: float, processes: Sequence[Any] = ()) -> None:
-    """Poll ``condition`` until it holds; fail early when one of our processes died."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for process in processes:
-            if process.poll() is not None:
-                raise RuntimeError(f"{what}: a process we started exited ({process.args})")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.05)
-
-
-def ready_count(folder: Path) -> int:
-    return len(list(folder.glob("ready-*")))
-
-
-# -- the broker queue ------------------------------------------------------------------------------
-
-
-def delete_celery_queue(broker_url: str, queue: str) -> None:
-    """Remove a Celery queue with its bindings and any of its messages kombu parked as unacked."""
-    if is_redis(broker_url):
-        client = redis.Redis.from_url(broker_url)
-        client.delete(
-            queue,
-            *[f"{queue}\x06\x16{step}" for step in range(10)],
-            f"_kombu.binding.{queue}",
-            f"_kombu.binding_permanent.{queue}",
-        )
-        _drop_unacked(client, queue)
-        return
-    from kombu.connection import Connection
-
-    with Connection(broker_url) as connection:  # type: ignore[no-untyped-call]
-        channel = connection.default_channel
-        channel.queue_delete(queue)
-        channel.exchange_delete(queue)  # Celery's default exchange is named after the queue
-
-
-def _drop_unacked(client: redis.Redis, queue: str) -> None:
-    """kombu's Redis transport keeps unacknowledged messages of all queues in one shared hash;
-    only this queue's entries are removed."""
-    for tag, raw in client.hscan_iter("unacked"):
-        with contextlib.suppress(ValueError, TypeError, IndexError):
-            _, exchange, routing_key = json.loads(raw)
-            if queue in (exchange, routing_key):
-                client.hdel("unacked", tag)
-                client.zrem("unacked_index", tag)
 
 
 # -- the interface ---------------------------------------------------------------------------------
@@ -227,14 +138,14 @@ class System(ABC):
         messages); with ``--pool solo``, that many single-process workers. With the solo pool,
         where ETA timers and task bodies share one thread, plain Celery's countdown path ran at
         ~35 jobs/s on this project's machine: not a fair default for that peer."""
-        env = worker_environment(ctx, self.cfg)
+        env = scenario_environment(ctx, self.cfg)
         solo = self.cfg.pool == "solo"
         for i in range(self.cfg.workers if solo else 1):
             pool = (
                 ["--pool=solo"] if solo else ["--pool=prefork", f"--concurrency={self.cfg.workers}"]
             )
             command = [
-                sys.executable, "-m", "celery", "-A", "burst_app", "worker", *pool,
+                sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker", *pool,
                 "-Q", ctx.queue, "--without-gossip", "--without-mingle", "--without-heartbeat",
                 "--loglevel=WARNING", f"--hostname=burst-{ctx.run_id}-{i}@%h",
             ]  # fmt: skip
@@ -285,8 +196,6 @@ def run_scheduler(
 ) -> None:
     """The scheduler process: a ``DelayedJobScheduler`` on its own, so its CPU and memory are
     measured apart from the callers'; writes every hand-off to ``out_path`` when stopped."""
-    from burst_app import build_celery_app
-
     import storage_adapters
     from parallel_scheduler import DelayedJobScheduler, Settings
 
@@ -347,8 +256,6 @@ class ParallelScheduler(System):
         # the callers build each broker message as they store the job, as the plugin does
         envelopes = None
         if self.cfg.accept_time_messages:
-            from burst_app import build_celery_app
-
             envelopes = _dispatcher(
                 self.cfg.dispatcher, build_celery_app(self.cfg.broker_url, ctx.queue)
             )
@@ -429,146 +336,3 @@ class ParallelScheduler(System):
             self._client.storage.drop()
             self._client.storage.close()
         delete_celery_queue(self.cfg.broker_url, ctx.queue)
-
-
-# -- plain Celery: send_task with a countdown ------------------------------------------------------
-
-
-class CeleryEta(System):
-    name = "Celery countdown (ETA)"
-    release_note = "n/a: the worker holds every ETA message and releases it itself"
-
-    def start(self, ctx: RunContext) -> None:
-        from burst_app import build_celery_app
-
-        self._app = build_celery_app(self.cfg.broker_url, ctx.queue)
-        self._start_celery_workers(ctx)
-
-    def schedule(self, jobs: Sequence[PlannedJob]) -> int:
-        """One producer (one broker connection) for the call: Celery's cheapest way to send many."""
-        with self._app.producer_or_acquire() as producer:
-            for job in jobs:
-                self._app.send_task(
-                    CELERY_TASK,
-                    args=[job.index, job.token],
-                    task_id=job.id,
-                    countdown=job.due_at - time.time(),
-                    producer=producer,
-                )
-        return len(jobs)
-
-    def clean(self, ctx: RunContext) -> None:
-        delete_celery_queue(self.cfg.broker_url, ctx.queue)
-        if hasattr(self, "_app"):
-            self._app.close()
-
-
-# -- rq's built-in scheduler -----------------------------------------------------------------------
-
-
-class RqScheduler(System):
-    name = "rq (built-in scheduler)"
-    release_note = "job.enqueued_at, stamped by rq's scheduler (local clock)"
-
-    def start(self, ctx: RunContext) -> None:
-        from rq import Queue
-
-        if not is_redis(self.cfg.broker_url):
-            raise SystemExit("burst: rq needs a Redis broker URL")
-        self._redis = redis.Redis.from_url(self.cfg.broker_url)
-        self._queue = Queue(ctx.queue, connection=self._redis)
-        self._ids: list[str] = []
-        env = worker_environment(ctx, self.cfg)
-        for i in range(self.cfg.workers):
-            # SimpleWorker runs jobs in the worker process itself, as Celery's solo pool does;
-            # rq's default forks once per job. Every worker may run the scheduler; one holds it.
-            command = [
-                sys.executable, "-m", "rq.cli", "worker", "--url", self.cfg.broker_url,
-                "--worker-class", "rq.worker.SimpleWorker", "--with-scheduler",
-                "--logging_level", "WARNING", "--name", f"burst-{ctx.run_id}-{i}", ctx.queue,
-            ]  # fmt: skip
-            self.workers.append(start_process(command, env, ctx.folder / f"worker-{i}.log"))
-        wait_until(self._ready, "the rq workers and scheduler becoming ready", 120, self.workers)
-
-    def _ready(self) -> bool:
-        from rq import Worker
-
-        workers = Worker.all(queue=self._queue)
-        return len(workers) >= self.cfg.workers and bool(
-            self._redis.exists(f"rq:scheduler-lock:{self._queue.name}")
-        )
-
-    def schedule(self, jobs: Sequence[PlannedJob]) -> int:
-        """One pipeline per call: rq's own way to write many jobs in one round trip."""
-        from burst_app import record_rq
-
-        with self._redis.pipeline() as pipe:
-            for job in jobs:
-                planned = self._queue.create_job(
-                    record_rq, args=(job.index, job.token), job_id=job.id, result_ttl=0
-                )
-                due = datetime.fromtimestamp(job.due_at, tz=timezone.utc)
-                self._queue.schedule_job(planned, due, pipeline=pipe)
-            pipe.execute()
-        self._ids.extend(job.id for job in jobs)
-        return len(jobs)
-
-    def clean(self, ctx: RunContext) -> None:
-        """rq's keys are global per job id: delete this run's jobs, then its queue's keys."""
-        if not hasattr(self, "_redis"):
-            return
-        for first in range(0, len(self._ids), 1000):
-            chunk = self._ids[first : first + 1000]
-            self._redis.delete(*[f"rq:job:{i}" for i in chunk])
-            self._redis.delete(*[f"rq:results:{i}" for i in chunk])
-        for pattern in (f"rq:*{ctx.queue}*", f"rq:worker:burst-{ctx.run_id}-*"):
-            for key in self._redis.scan_iter(match=pattern, count=1000):
-                self._redis.delete(key)
-        self._redis.srem("rq:queues", f"rq:queue:{ctx.queue}")
-
-
-# -- huey ------------------------------------------------------------------------------------------
-
-
-class Huey(System):
-    name = "huey (RedisHuey)"
-    release_note = "n/a: huey records no enqueue time"
-
-    def start(self, ctx: RunContext) -> None:
-        from burst_app import make_huey
-
-        if not is_redis(self.cfg.broker_url):
-            raise SystemExit("burst: huey needs a Redis broker URL")
-        self._huey, self._task = make_huey(ctx.queue, self.cfg.broker_url)
-        env = worker_environment(ctx, self.cfg, BURST_HUEY="1")
-        # One consumer: its scheduler thread plus --workers worker processes.
-        command = [
-            sys.executable, "-m", "huey.bin.huey_consumer", "burst_app.huey",
-            "--workers", str(self.cfg.workers), "--worker-type", "process", "--quiet",
-        ]  # fmt: skip
-        self.workers.append(start_process(command, env, ctx.folder / "consumer.log"))
-        wait_until(
-            lambda: ready_count(ctx.folder) >= self.cfg.workers,
-            "the huey workers becoming ready",
-            120,
-            self.workers,
-        )
-
-    def schedule(self, jobs: Sequence[PlannedJob]) -> int:
-        for job in jobs:
-            due = datetime.fromtimestamp(job.due_at, tz=timezone.utc)
-            self._task.schedule(args=(job.index, job.token), eta=due, id=job.id)
-        return len(jobs)
-
-    def clean(self, ctx: RunContext) -> None:
-        if hasattr(self, "_huey"):
-            self._huey.storage.flush_all()  # only this huey's own queue, schedule and result keys
-
-
-SYSTEMS: dict[str, type[System]] = {
-    "parallel-scheduler": ParallelScheduler,
-    "celery-eta": CeleryEta,
-    "rq": RqScheduler,
-    "huey": Huey,
-}
-PEERS = ("celery-eta", "rq", "huey")

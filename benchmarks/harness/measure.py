@@ -10,15 +10,28 @@ miss.
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import psutil
 
-__all__ = ["Distribution", "ProcessGroup", "ResourceMonitor", "distribution", "server_pid"]
+__all__ = [
+    "Distribution",
+    "PeakSampler",
+    "ProcessGroup",
+    "ResourceMonitor",
+    "distribution",
+    "process_groups",
+    "rss",
+    "server_pid",
+    "settled_rss",
+]
 
 MIB = 1024 * 1024
 DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "postgresql": 5432, "postgres": 5432, "amqp": 5672}
@@ -177,3 +190,63 @@ def merge_pids(*groups: Iterable[int | None]) -> list[int]:
             if pid is not None and pid not in seen:
                 seen.append(pid)
     return seen
+
+
+def process_groups(system: Any, cfg: Any) -> list[ProcessGroup]:
+    """Storage server, broker server, scheduler, workers and this process (the callers)."""
+    groups = [ProcessGroup("callers (this process)", [os.getpid()], children=False)]
+    storage = system.storage_url()
+    storage_pid = server_pid(storage) if storage and not storage.startswith("sqlite") else None
+    broker_pid = server_pid(cfg.broker_url)
+    if storage_pid is not None and storage_pid != broker_pid:
+        groups.append(ProcessGroup("storage server", [storage_pid]))
+    if broker_pid is not None:
+        shared = " (also storage)" if storage_pid == broker_pid else ""
+        groups.append(ProcessGroup(f"broker server{shared}", [broker_pid]))
+    if system.scheduler_pids():
+        groups.append(ProcessGroup("scheduler", system.scheduler_pids()))
+    groups.append(ProcessGroup("workers", merge_pids(system.worker_pids())))
+    return groups
+
+
+def rss(pid: int) -> int:
+    """Resident bytes of a process and all its children (the prefork pool)."""
+    process = psutil.Process(pid)
+    total = process.memory_info().rss
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += child.memory_info().rss
+    return total
+
+
+class PeakSampler:
+    """Samples RSS in the background, so a peak between two measurements is not missed."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.peak = max(self.peak, rss(self.pid))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def settled_rss(pid: int, window: float) -> int:
+    """The largest RSS over ``window`` seconds: one reading can land between two allocations."""
+    deadline = time.monotonic() + window
+    largest = rss(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        largest = max(largest, rss(pid))
+    return largest

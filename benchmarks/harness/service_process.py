@@ -28,7 +28,8 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
-from burst_systems import wait_until
+from .celery_apps import build_celery_app
+from .processes import wait_until
 
 __all__ = ["ServiceConfig", "ServiceLog", "ServiceProcess", "run_service"]
 
@@ -71,8 +72,6 @@ def run_service(
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from burst_app import build_celery_app
-
     import parallel_scheduler.celery as plugin
     from parallel_scheduler.celery import job_released
 
@@ -155,13 +154,9 @@ class ServiceProcess:
     def wait_passes(self, count: int, timeout: float) -> None:
         """Until ``count`` more lock-holding passes ran (fails if the process dies)."""
         target = self.passes + count
-        deadline = time.monotonic() + timeout
-        while self.passes < target:
-            if not self._process.is_alive():
-                raise RuntimeError("the scheduler process exited")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{count} scheduler passes did not run within {timeout:.0f} s")
-            time.sleep(0.05)
+        wait_until(
+            lambda: self.passes >= target, f"{count} scheduler passes", timeout, [self._process]
+        )
 
     def stop(self, timeout: float = 120.0) -> ServiceLog:
         """Graceful stop (the service finishes in-flight work), SIGKILL by pid after

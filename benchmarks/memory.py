@@ -5,8 +5,8 @@ extrapolated, labelled as such).
 For each ``--storage-url`` (PostgreSQL and Redis by default), with a storage prefix of its own:
 
 1. a scheduler process (the product's ``SchedulerService`` built by the Celery integration,
-   default settings; ``service_process.py``) and a real ``celery worker --parallel-scheduler``
-   with the plugin installed (``memory_1m_app.py``: its bootstep runs a scheduler inside the
+   default settings; ``harness.service_process``) and a real ``celery worker --parallel-scheduler``
+   with the plugin installed (``harness.celery_apps``: its bootstep runs a scheduler inside the
    worker too) start on the empty store; after ``--warmup-passes`` scheduler passes, the RSS of
    both is read (psutil; the largest reading over ``--window`` seconds, worker = main process +
    pool children);
@@ -21,12 +21,13 @@ For each ``--storage-url`` (PostgreSQL and Redis by default), with a storage pre
    (unexpected 0); the broker queue is empty; the worker is alive;
 5. the prefix, queue and result list are removed.
 
-Then plain Celery (``worker_memory.py``'s scenario, reused): ``--plain-celery-jobs`` calls with
-``countdown=3600`` to a plain worker, which holds every one in memory; its growth per call times
-1,000,000 is the **extrapolated** size of a plain worker holding the million (not measured:
-that would need ~8 GiB and a very long run). ``--plain-celery-jobs 0`` skips it.
+Then plain Celery (``worker_memory.py``'s scenario, ``harness.delayed_calls``):
+``--plain-celery-jobs`` calls with ``countdown=3600`` to a plain worker, which holds every one in
+memory; its growth per call times 1,000,000 is the **extrapolated** size of a plain worker
+holding the million (not measured: that would need ~8 GiB and a very long run).
+``--plain-celery-jobs 0`` skips it.
 
-    .venv/bin/python benchmarks/memory_1m.py --out memory-1m.json
+    .venv/bin/python benchmarks/memory.py --out memory-1m.json
 
 ``--out`` is never overwritten.
 """
@@ -34,111 +35,44 @@ that would need ~8 GiB and a very long run). ``--plain-celery-jobs 0`` skips it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
-from burst import Scheduling, environment, executions, oracles, plan_jobs
-from burst_systems import (
-    BurstConfig,
-    PlannedJob,
-    RunContext,
-    delete_celery_queue,
-    ready_count,
-    start_process,
-    stop_process,
-    wait_until,
-    worker_environment,
-)
-from service_process import ServiceConfig, ServiceProcess
-from worker_memory import MIB, PeakSampler, queue_length, run_scenario, settled_rss
+from harness.brokers import delete_celery_queue, queue_length
+from harness.delayed_calls import MILLION, run_plain
+from harness.measure import MIB, PeakSampler, settled_rss
+from harness.memory_report import summary
+from harness.oracles import executions, oracles
+from harness.processes import ready_count, start_process, stop_process, wait_until
+from harness.report import environment, options, refuse_existing, write_once
+from harness.service_process import ServiceConfig, ServiceProcess
+from harness.systems import BurstConfig, RunContext, scenario_environment
+from harness.waiting_jobs import specs, storage_footprint, store_waiting
+from harness.workloads import Scheduling, plan_jobs
 
 import storage_adapters
-from parallel_scheduler import Client, JobSpec, Settings
+from parallel_scheduler import Client, Settings
 
-CELERY_TASK = "bench.burst.record"
-DAY = 86400.0
 TARGET_SCHEDULER_BYTES = 150 * 1000 * 1000  # the issue's 150 MB
-MILLION = 1_000_000
 DEFAULT_STORAGES = ("postgresql://postgres@127.0.0.1:5432/test", "redis://127.0.0.1:6379/5")
-
-
-@dataclass
-class MemoryContext(RunContext):
-    """The burst harness's per-run names, under this benchmark's own."""
-
-    def __post_init__(self) -> None:
-        self.queue = f"ps-bench-m1m-{self.run_id}"
-        self.prefix = f"psbenchm1m{self.run_id}"
-        self.results_key = f"ps-bench-m1m:{self.run_id}:executed"
-
-
-# -- storing the jobs --------------------------------------------------------------------------
-
-
-def specs(jobs: list[PlannedJob], first_index: int, queue: str) -> list[JobSpec]:
-    return [
-        JobSpec(
-            CELERY_TASK,
-            [first_index + job.index, job.token],
-            id=job.id,
-            eta=job.due_at,
-            options={"queue": queue},
-        )
-        for job in jobs
-    ]
-
-
-def store_waiting(client: Client, ns: argparse.Namespace, queue: str) -> Scheduling:
-    """``--jobs`` jobs due from 1 day to 31 days ahead, spread evenly; each call's ids and
-    payloads come from the seed and the call's number, so every run stores the same jobs."""
-    result = Scheduling()
-    start = client.storage.now() + DAY
-    span = 30 * DAY
-    calls = range(0, ns.jobs, ns.chunk)
-
-    def one_call(first: int) -> int:
-        size = min(ns.chunk, ns.jobs - first)
-        jobs = plan_jobs(
-            ns.seed,
-            f"waiting{first}",
-            size,
-            start + span * first / ns.jobs,
-            span * size / ns.jobs,
-            ns.payload_bytes,
-        )
-        began = time.perf_counter()
-        created = sum(r.created for r in client.schedule_many(specs(jobs, first, queue)))
-        result.latencies.append(time.perf_counter() - began)
-        return created
-
-    result.started = time.time()
-    with ThreadPoolExecutor(ns.callers, thread_name_prefix="m1m-caller") as pool:
-        for n, created in enumerate(pool.map(one_call, calls), start=1):
-            result.created += created
-            if n % max(1, len(calls) // 10) == 0:
-                print(f"memory_1m: stored {result.created:,} of {ns.jobs:,}", flush=True)
-    result.ended = time.time()
-    return result
 
 
 # -- one storage -------------------------------------------------------------------------------
 
 
 def start_plugin_worker(ctx: RunContext, cfg: BurstConfig) -> subprocess.Popen[bytes]:
-    """``celery -A memory_1m_app worker --parallel-scheduler``, one pool child."""
-    env = worker_environment(ctx, cfg, MEM1M_STORAGE_URL=cfg.storage_url, MEM1M_PREFIX=ctx.prefix)
+    """``celery -A harness.celery_apps worker --parallel-scheduler`` with the plugin installed,
+    one pool child."""
+    env = scenario_environment(ctx, cfg, BENCH_STORAGE_URL=cfg.storage_url, BENCH_PREFIX=ctx.prefix)
     command = [
-        sys.executable, "-m", "celery", "-A", "memory_1m_app", "worker", "--pool=prefork",
+        sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker", "--pool=prefork",
         "--concurrency=1", "-Q", ctx.queue, "--without-gossip", "--without-mingle",
         "--without-heartbeat", "--loglevel=WARNING", f"--hostname=m1m-{ctx.run_id}@%h",
         "--parallel-scheduler",
@@ -148,21 +82,6 @@ def start_plugin_worker(ctx: RunContext, cfg: BurstConfig) -> subprocess.Popen[b
         lambda: ready_count(ctx.folder) >= 1, "the plugin worker becoming ready", 120, [worker]
     )
     return worker
-
-
-def storage_footprint(url: str, prefix: str) -> dict[str, Any]:
-    """PostgreSQL: the jobs table with its indexes; Redis: the whole server's ``used_memory``
-    (a shared server: indicative only)."""
-    if url.startswith("postgres"):
-        import psycopg
-
-        with psycopg.connect(url.replace("+psycopg", "")) as conn:
-            row = conn.execute("SELECT pg_total_relation_size(%s)", (f"{prefix}_jobs",)).fetchone()
-        return {
-            "postgresql_jobs_table_and_indexes_mib": round(int(row[0]) / MIB, 1) if row else None
-        }
-    info = redis.Redis.from_url(url).info("memory")
-    return {"redis_server_used_memory_mib": round(int(info["used_memory"]) / MIB, 1)}
 
 
 def storage_config(ns: argparse.Namespace, url: str) -> BurstConfig:
@@ -186,7 +105,7 @@ def run_storage(ns: argparse.Namespace, url: str) -> dict[str, Any]:
     cfg = storage_config(ns, url)
     results = redis.Redis.from_url(ns.broker_url)
     with tempfile.TemporaryDirectory(prefix="ps-m1m-") as tmp:
-        ctx = MemoryContext(uuid.uuid4().hex[:10], Path(tmp))
+        ctx = RunContext(uuid.uuid4().hex[:10], Path(tmp), "m1m")
         storage = storage_adapters.from_url(url, prefix=ctx.prefix, pool_size=ns.callers)
         client = Client(storage=storage, settings=Settings(storage_url=url, prefix=ctx.prefix))
         client.setup()
@@ -202,7 +121,7 @@ def run_storage(ns: argparse.Namespace, url: str) -> dict[str, Any]:
             service.stop()
             if worker is not None:
                 stop_process(worker)
-            print("memory_1m: removing the stored jobs", flush=True)
+            print("memory: removing the stored jobs", flush=True)
             storage.drop()
             client.close()
             storage.close()
@@ -226,7 +145,7 @@ def measure(
     }
     footprint_before = storage_footprint(url, ctx.prefix)
     print(
-        f"memory_1m: {url.split(':', 1)[0]}: after {ns.warmup_passes} warm-up passes, scheduler "
+        f"memory: {url.split(':', 1)[0]}: after {ns.warmup_passes} warm-up passes, scheduler "
         f"{before['scheduler'] / MIB:.1f} MiB, worker {before['worker'] / MIB:.1f} MiB; storing "
         f"{ns.jobs:,} waiting jobs",
         flush=True,
@@ -234,7 +153,7 @@ def measure(
     with PeakSampler(service.pid) as scheduler_peak, PeakSampler(worker.pid) as worker_peak:
         stored = store_waiting(client, ns, ctx.queue)
         loaded_at = time.time()
-        print(f"memory_1m: stored in {stored.ended - stored.started:.0f} s; probes", flush=True)
+        print(f"memory: stored in {stored.ended - stored.started:.0f} s; probes", flush=True)
         probes = plan_jobs(ns.seed, "probes", ns.probes, client.storage.now() + 3.0, 2.0, 16)
         probing = Scheduling(started=time.time())
         probing.created = sum(r.created for r in client.schedule_many(specs(probes, -1, ctx.queue)))
@@ -244,7 +163,7 @@ def measure(
             ns.timeout,
             [worker],
         )
-        print(f"memory_1m: probes ran; waiting for {ns.passes} scheduler passes", flush=True)
+        print(f"memory: probes ran; waiting for {ns.passes} scheduler passes", flush=True)
         service.wait_passes(ns.passes, ns.timeout)
         after = {
             "scheduler": settled_rss(service.pid, ns.window),
@@ -297,91 +216,6 @@ def measure(
     return record
 
 
-# -- plain Celery ------------------------------------------------------------------------------
-
-
-def run_plain(ns: argparse.Namespace) -> dict[str, Any]:
-    """``worker_memory.py``'s plain-Celery scenario at ``--plain-celery-jobs``, extrapolated."""
-    wm = argparse.Namespace(
-        jobs=ns.plain_celery_jobs,
-        broker=ns.broker_url,
-        storage_url=None,
-        concurrency=1,
-        window=ns.window,
-        timeout=ns.timeout,
-    )
-    result = run_scenario(wm, plugin=False)
-    found = {
-        "not_received_by_worker": ns.plain_celery_jobs - result.worker_received,
-        "left_in_broker_queue": result.broker_queue_after,
-        "not_settled": int(result.settle_seconds is None),
-    }
-    record: dict[str, Any] = {"oracles": found}
-    if any(found.values()):
-        return record
-    per_job = result.growth_bytes_per_job  # from the exact byte counts
-    record["figures"] = {
-        **asdict(result),
-        "extrapolated_rss_mib_at_1m": round(result.rss_before_mib + per_job * MILLION / MIB, 1),
-        "extrapolated_growth_gib_at_1m": round(per_job * MILLION / 2**30, 2),
-    }
-    return record
-
-
-# -- reporting ---------------------------------------------------------------------------------
-
-
-def summary(document: dict[str, Any]) -> str:
-    o = document["options"]
-    lines = [
-        f"Memory with {o['jobs']:,} delayed jobs waiting (due 1-31 days ahead); scheduler process: "
-        f"SchedulerService (default settings) via the Celery integration; worker: celery worker "
-        f"--parallel-scheduler, 1 prefork child; RSS = largest reading over {o['window']:g} s "
-        f"(psutil, worker = main + child); after {o['warmup_passes']} warm-up passes on the empty "
-        f"store, and after {o['passes']} passes with the jobs waiting ({o['probes']:,} probe jobs "
-        f"released and run in between).",
-        "",
-        "| storage | process | empty store, MiB | jobs waiting, MiB | growth | peak | target |",
-        "|---|---|--:|--:|--:|--:|---|",
-    ]
-    for run in document["storages"]:
-        f = run["figures"]
-        scheme = run["storage_url"].split(":", 1)[0]
-        target = "<= 150 MB: " + ("met" if f["scheduler_target_met"] else "MISSED")
-        for name, key, note in (
-            ("scheduler process", "scheduler_rss_mib", target),
-            ("worker with the plugin (--parallel-scheduler)", "worker_rss_mib", "-"),
-        ):
-            m = f[key]
-            lines.append(
-                f"| {scheme} | {name} | {m['after_warmup_empty_store']} | "
-                f"{m['after_passes_with_jobs_waiting']} | {m['growth']:+} | {m['peak']} | {note} |"
-            )
-    lines += ["", "| storage | stored jobs/s | pass ms, nothing due (p50 / max) | footprint |"]
-    lines += ["|---|--:|--:|---|"]
-    for run in document["storages"]:
-        f = run["figures"]
-        passes = f["pass_ms_nothing_due_with_jobs_waiting"]
-        lines.append(
-            f"| {run['storage_url'].split(':', 1)[0]} | {f['store_jobs_per_s']:,} | "
-            f"{passes['p50']} / {passes['max']} | {json.dumps(f['storage_footprint_after'])} |"
-        )
-    plain = document.get("plain_celery")
-    if plain is not None:
-        p = plain["figures"]
-        lines += [
-            "",
-            "| plain Celery worker (countdown=3600) | calls | RSS before, MiB | after, MiB "
-            "| growth per call | at 1,000,000 calls |",
-            "|---|--:|--:|--:|--:|--:|",
-            f"| measured | {p['jobs']:,} | {p['rss_before_mib']} | {p['rss_after_mib']} | "
-            f"{p['growth_bytes_per_job']:,.0f} B | **extrapolated** (linear): "
-            f"{p['extrapolated_rss_mib_at_1m']:,.0f} MiB (+{p['extrapolated_growth_gib_at_1m']} "
-            "GiB) |",
-        ]
-    return "\n".join(lines)
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument(
@@ -409,8 +243,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
     ns = p.parse_args(argv)
     ns.storage_url = ns.storage_url or list(DEFAULT_STORAGES)
-    if ns.out is not None and ns.out.exists():
-        p.error(f"{ns.out} exists; the benchmark never overwrites results")
+    refuse_existing(p, ns.out)
     if min(ns.jobs, ns.chunk, ns.callers, ns.probes, ns.passes) < 1 or ns.plain_celery_jobs < 0:
         p.error("--jobs, --chunk, --callers, --probes, --passes must be >= 1")
     if not ns.broker_url.startswith(("redis://", "rediss://", "unix://")):
@@ -420,14 +253,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
-    env = environment(storage_config(ns, ns.storage_url[0]))  # reads the Redis it reports
+    env = environment(ns.broker_url)  # reads the Redis it reports
     storages = [run_storage(ns, url) for url in ns.storage_url]
     plain = run_plain(ns) if ns.plain_celery_jobs else None
     failed = [r for r in [*storages, plain] if r is not None and any(r["oracles"].values())]
     document: dict[str, Any] = {
-        "benchmark": "memory_1m",
+        "benchmark": "memory",
         "passed": not failed,
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ns).items()},
+        "options": options(ns),
         "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "target": "scheduler process RSS <= 150 MB with 1,000,000 jobs waiting",
         "storages": storages,
@@ -437,17 +270,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in failed:
             found = {k: v for k, v in r["oracles"].items() if v}
             print(
-                f"memory_1m: FAILED {r.get('storage_url', 'plain Celery')}: {found}",
+                f"memory: FAILED {r.get('storage_url', 'plain Celery')}: {found}",
                 file=sys.stderr,
             )
     else:
         print()
         print(summary(document))
-    if ns.out is not None:
-        with ns.out.open("x") as out:  # "x": never replace a result someone kept
-            json.dump(document, out, indent=2)
-            out.write("\n")
-        print(f"\nwrote {ns.out}")
+    write_once(ns.out, document)
     return 1 if failed else 0
 
 

@@ -10,7 +10,11 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["markdown_report", "print_summary"]
+from .measure import ResourceMonitor
+from .report import ms_summary
+from .workloads import PlannedJob, Scheduling
+
+__all__ = ["figures", "markdown_report", "print_summary"]
 
 STATS = ("mean", "p50", "p90", "p99", "max")
 Figures = dict[str, Any]
@@ -161,3 +165,54 @@ def markdown_report(document: dict[str, Any]) -> str:
 
 def print_summary(document: dict[str, Any]) -> None:
     print(markdown_report(document))
+
+
+# -- the figures of one repetition ------------------------------------------------------------
+
+
+def figures(
+    planned: list[PlannedJob],
+    scheduling: Scheduling,
+    runs: list[tuple[str, float, float | None]],
+    sent: list[tuple[str, float]] | None,
+    system: Any,
+    monitor: ResourceMonitor,
+) -> dict[str, Any]:
+    due = {job.id: job.due_at for job in planned}
+    first_due = min(due.values())
+    first_run: dict[str, tuple[float, float | None]] = {}
+    for task_id, at, sent_at in runs:
+        first_run.setdefault(task_id, (at, sent_at))
+    if sent is None and any(s is not None for _, s in first_run.values()):
+        sent = [(i, s) for i, (_, s) in first_run.items() if s is not None]
+    span = max(scheduling.ended - scheduling.started, 1e-9)
+    figures: dict[str, Any] = {
+        "schedule_jobs_per_s": round(scheduling.created / span),
+        "schedule_seconds": round(span, 2),
+        "schedule_call_ms": ms_summary(scheduling.latencies),
+        "execute_jobs_per_s": _rate(len(first_run), first_due, [a for a, _ in first_run.values()]),
+        "due_to_executed_ms": ms_summary(
+            [a - due[i] for i, (a, _) in first_run.items() if i in due]
+        ),
+        "release_jobs_per_s": None,
+        "due_to_sent_ms": None,
+        "release_measured_by": system.release_note,
+        "cpu_seconds": monitor.cpu_by_phase(),
+        "peak_memory_mib": monitor.peak_memory_mib(),
+    }
+    if sent:
+        first_sent: dict[str, float] = {}
+        for job_id, at in sent:
+            first_sent.setdefault(job_id, at)
+        figures["release_jobs_per_s"] = _rate(len(first_sent), first_due, list(first_sent.values()))
+        figures["due_to_sent_ms"] = ms_summary(
+            [max(0.0, at - due[i]) for i, at in first_sent.items()]
+        )
+    return figures
+
+
+def _rate(count: int, first_due: float, times: list[float]) -> float | None:
+    """Jobs per second from the first due instant to the last event."""
+    if not times:
+        return None
+    return round(count / max(max(times) - first_due, 1e-3))

@@ -1,0 +1,205 @@
+"""Worker memory with many delayed calls waiting, one scenario (``worker_memory.py`` runs both,
+``memory.py`` the plain one): a real ``celery worker`` receives ``countdown=3600`` calls, held in
+its memory (plain Celery) or stored by the plugin; its RSS is read before and after it settled."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .brokers import delete_celery_queue, queue_length
+from .celery_apps import NOOP_TASK, build_celery_app, read_stats
+from .measure import MIB, PeakSampler, settled_rss
+from .processes import BENCHMARKS, wait_for, worker_environment
+
+__all__ = ["COUNTDOWN", "MILLION", "Result", "run_plain", "run_scenario"]
+
+MILLION = 1_000_000
+
+COUNTDOWN = 3600
+
+
+@dataclass
+class Result:
+    scenario: str
+    jobs: int
+    rss_before_mib: float
+    rss_after_mib: float
+    rss_peak_mib: float
+    growth_mib: float
+    growth_bytes_per_job: float
+    schedule_seconds: float
+    calls_per_second: float
+    settle_seconds: float | None  # None: not settled within --timeout; "after" is at the timeout
+    worker_received: int
+    stored: int
+    broker_queue_after: int
+
+
+@contextlib.contextmanager
+def running_worker(
+    env: dict[str, str], plugin: bool, concurrency: int, folder: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``celery worker`` for the benchmark app, ended by its pid however the run ends."""
+    command = [
+        sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker",
+        "-Q", env["BENCH_QUEUE"], "-c", str(concurrency), "--without-gossip", "--without-mingle",
+        "--without-heartbeat", "--loglevel=WARNING", f"--hostname=wm-{env['BENCH_QUEUE']}@%h",
+        *(["--parallel-scheduler"] if plugin else []),
+    ]  # fmt: skip
+    log_path = folder / "worker.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=BENCHMARKS, env=env, stdout=log, stderr=log)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                # A warm shutdown hands every prefetched message back to the broker first.
+                process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
+    name = "with parallel-scheduler" if plugin else "plain Celery"
+    run = uuid.uuid4().hex[:10]
+    queue, prefix = f"ps-bench-memory-{run}", f"psbenchmem{run}"
+    storage_url = ns.storage_url if plugin else None
+    with tempfile.TemporaryDirectory(prefix="ps-worker-memory-") as tmp:
+        folder = Path(tmp)
+        stats = folder / "stats.json"
+        env = worker_environment(
+            BENCH_BROKER_URL=ns.broker,
+            BENCH_QUEUE=queue,
+            BENCH_TASK="noop",
+            BENCH_ISOLATED="0",
+            BENCH_APP_NAME="worker_memory",
+            BENCH_STORAGE_URL=storage_url or "",
+            BENCH_PREFIX=prefix if plugin else "",
+            BENCH_STATS_FILE=str(stats),
+        )
+        caller = build_celery_app(
+            ns.broker, queue, task="noop", isolated=False, storage_url=storage_url,
+            prefix=prefix, name="worker_memory",
+        )  # fmt: skip
+        task = caller.tasks[NOOP_TASK]
+        try:
+            with running_worker(env, plugin, ns.concurrency, folder) as worker:
+
+                def worker_up() -> bool:
+                    if worker.poll() is not None:
+                        log = (folder / "worker.log").read_text(errors="replace")
+                        raise SystemExit(f"worker_memory: the {name} worker exited:\n{log}")
+                    return bool(read_stats(stats).get("ready"))
+
+                if wait_for(worker_up, f"the {name} worker becoming ready", timeout=120) is None:
+                    raise SystemExit(f"worker_memory: the {name} worker did not start")
+                before = settled_rss(worker.pid, ns.window)
+                print(f"{name}: worker ready, RSS {before / MIB:.1f} MiB; scheduling {ns.jobs:,}")
+                with PeakSampler(worker.pid) as sampler:
+                    start = time.perf_counter()
+                    for i in range(ns.jobs):
+                        task.apply_async((i,), countdown=COUNTDOWN)
+                    schedule_seconds = time.perf_counter() - start
+                    print(f"{name}: {ns.jobs:,} calls in {schedule_seconds:.1f} s; settling")
+                    settle_seconds, stored = _settle(ns, name, caller, plugin, queue, stats)
+                    after = settled_rss(worker.pid, ns.window)
+                received = int(read_stats(stats).get("received", 0))
+                waiting = queue_length(ns.broker, queue)
+        finally:
+            _clean_up(ns, caller, plugin, queue, prefix)
+    growth = after - before
+    return Result(
+        scenario=name,
+        jobs=ns.jobs,
+        rss_before_mib=round(before / MIB, 1),
+        rss_after_mib=round(after / MIB, 1),
+        rss_peak_mib=round(max(sampler.peak, after) / MIB, 1),
+        growth_mib=round(growth / MIB, 1),
+        growth_bytes_per_job=round(growth / ns.jobs, 1),
+        schedule_seconds=round(schedule_seconds, 2),
+        calls_per_second=round(ns.jobs / schedule_seconds),
+        settle_seconds=None if settle_seconds is None else round(settle_seconds, 2),
+        worker_received=received,
+        stored=stored,
+        broker_queue_after=waiting,
+    )
+
+
+def _settle(
+    ns: argparse.Namespace, name: str, caller: Any, plugin: bool, queue: str, stats: Path
+) -> tuple[float | None, int]:
+    """Wait until every call is where it will wait: (seconds it took, calls in storage)."""
+    if not plugin:
+        # Every message consumed by the worker, none left in the broker.
+        seconds = wait_for(
+            lambda: (
+                int(read_stats(stats).get("received", 0)) >= ns.jobs
+                and queue_length(ns.broker, queue) == 0
+            ),
+            f"the {name} worker receiving all {ns.jobs:,} calls",
+            timeout=ns.timeout,
+        )
+        return seconds, 0
+    client = caller.parallel_scheduler.client
+    seconds = wait_for(
+        lambda: client.counts().get("scheduled", 0) >= ns.jobs,
+        f"storage holding all {ns.jobs:,} calls",
+        timeout=ns.timeout,
+    )
+    return seconds, int(client.counts().get("scheduled", 0))
+
+
+def _clean_up(ns: argparse.Namespace, caller: Any, plugin: bool, queue: str, prefix: str) -> None:
+    delete_celery_queue(ns.broker, queue)
+    if plugin:
+        import storage_adapters
+
+        caller.parallel_scheduler.client.close()
+        storage = storage_adapters.from_url(ns.storage_url, prefix=prefix)
+        try:
+            storage.drop()
+        finally:
+            storage.close()
+    caller.close()
+
+
+def run_plain(ns: argparse.Namespace) -> dict[str, Any]:
+    """``worker_memory.py``'s plain-Celery scenario at ``--plain-celery-jobs``, extrapolated."""
+    wm = argparse.Namespace(
+        jobs=ns.plain_celery_jobs,
+        broker=ns.broker_url,
+        storage_url=None,
+        concurrency=1,
+        window=ns.window,
+        timeout=ns.timeout,
+    )
+    result = run_scenario(wm, plugin=False)
+    found = {
+        "not_received_by_worker": ns.plain_celery_jobs - result.worker_received,
+        "left_in_broker_queue": result.broker_queue_after,
+        "not_settled": int(result.settle_seconds is None),
+    }
+    record: dict[str, Any] = {"oracles": found}
+    if any(found.values()):
+        return record
+    per_job = result.growth_bytes_per_job  # from the exact byte counts
+    record["figures"] = {
+        **asdict(result),
+        "extrapolated_rss_mib_at_1m": round(result.rss_before_mib + per_job * MILLION / MIB, 1),
+        "extrapolated_growth_gib_at_1m": round(per_job * MILLION / 2**30, 2),
+    }
+    return record

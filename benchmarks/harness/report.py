@@ -1,0 +1,100 @@
+"""Reporting: the environment a figure was measured in (versions, CPUs, load average, the
+commit), results written once (``write_once`` refuses to replace a file someone kept), and the
+summaries every scenario prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .measure import distribution
+
+__all__ = [
+    "environment",
+    "load_average",
+    "ms_summary",
+    "options",
+    "refuse_existing",
+    "write_once",
+]
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages: figures from a busy shared machine say so."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def environment(redis_url: str | None = None) -> dict[str, Any]:
+    """Versions, CPUs, load average at the start and the checkout's commit, so a figure can be
+    traced to the code and the machine that produced it."""
+    import celery
+    import kombu
+    import redis
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": load_average(),
+        "celery": celery.__version__,
+        "kombu": kombu.__version__,
+        "redis-py": redis.__version__,
+        "argv": sys.argv,
+    }
+    if redis_url is not None:
+        info["redis_server"] = redis.Redis.from_url(redis_url).info("server")["redis_version"]
+    info["git_commit"] = _git("rev-parse", "HEAD")
+    info["git_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return info
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
+
+
+def refuse_existing(parser: argparse.ArgumentParser, *paths: Path | None) -> None:
+    """Fail at once, before any run, when an output file already exists."""
+    for path in paths:
+        if path is not None and path.exists():
+            parser.error(f"{path} exists; the benchmark never overwrites results")
+
+
+def options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The command's options as JSON values."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(ns).items()}
+
+
+def write_once(path: Path | None, document: Any) -> None:
+    """Write ``document`` as JSON to a new file; an existing one is never replaced ("x")."""
+    if path is None:
+        return
+    with path.open("x") as out:
+        json.dump(document, out, indent=2)
+        out.write("\n")
+    print(f"\nwrote {path}")
+
+
+def ms_summary(values: Sequence[float], *, with_min: bool = False) -> dict[str, float]:
+    """Seconds as a millisecond distribution (mean, p50, p90, p99, max; and min), 0.1 ms."""
+    summary = asdict(distribution([v * 1000 for v in values]))
+    if with_min:
+        summary["min"] = min(values) * 1000 if values else 0.0
+        return {k: (v if k == "count" else round(v, 1)) for k, v in summary.items()}
+    summary.pop("count")
+    return {k: round(v, 1) for k, v in summary.items()}
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))

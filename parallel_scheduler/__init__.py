@@ -5,7 +5,7 @@ from __future__ import annotations
 from storage_adapters import JobState
 
 from .client import Client, ScheduleResult
-from .delayed import DelayedJobScheduler
+from .delayed_scheduler import DelayedJobScheduler
 from .dispatchers import CallableDispatcher, CeleryDispatcher, Dispatcher
 from .errors import (
     ConfigurationError,

@@ -11,7 +11,7 @@ import json
 import sys
 
 from .retrying import call_storage
-from .service import SchedulerService
+from .scheduler_service import SchedulerService
 
 __all__ = ["DUE_COUNT_LIMIT", "run_one_pass"]
 

@@ -25,7 +25,7 @@ from storage_adapters import ClaimedJob, Storage
 from .clock import StorageClock
 from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
 from .errors import LeaseLost
-from .lock_lease import HeldLock
+from .held_lock import HeldLock
 from .retrying import call_dispatcher, call_storage
 from .stats import Outcome
 

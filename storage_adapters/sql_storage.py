@@ -40,7 +40,7 @@ from .records import (
     validate_lock_name,
     validate_prefix,
 )
-from .sql_recurring import firing_params, recurring_record, save_params
+from .sql_recurring_rows import firing_params, recurring_record, save_params
 from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements
 from .sql_tables import build_tables, migrate
 

@@ -24,9 +24,9 @@ from parallel_scheduler import (
     Settings,
 )
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.delayed import CHUNK
+from parallel_scheduler.delayed_scheduler import CHUNK
 from parallel_scheduler.release import Releaser
-from parallel_scheduler.service import SchedulerService
+from parallel_scheduler.scheduler_service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
 from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
 from tests.waiting import wait_until

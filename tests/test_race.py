@@ -12,8 +12,8 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
-from parallel_scheduler.recurring import RecurringJobScheduler
 from parallel_scheduler.recurring_jobs import firing_id
+from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
 from parallel_scheduler.triggers import Schedule
 from storage_adapters import JobState, NewJob, NewRecurring
 from tests.conftest import unique_prefix

@@ -21,7 +21,7 @@ from celery import bootsteps
 from storage_adapters import StorageError, mask_url
 
 from ..errors import ParallelSchedulerError
-from ..service import SchedulerService
+from ..scheduler_service import SchedulerService
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
 

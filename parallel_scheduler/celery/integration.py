@@ -33,7 +33,7 @@ from ..envelopes import EnvelopeMaker
 from ..errors import ConfigurationError, InvalidJobError
 from ..jobs import JobSpec
 from ..recurring_jobs import RecurringJobs
-from ..service import SchedulerService
+from ..scheduler_service import SchedulerService
 from ..settings import Settings
 from .broker_extras import require_broker_transport
 from .call_options import carried_options, explain, reasons_not_to_defer

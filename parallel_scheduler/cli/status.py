@@ -15,8 +15,8 @@ import storage_adapters
 from storage_adapters import LockLease
 
 from ..client import Client
-from ..delayed import DelayedJobScheduler
-from ..recurring import RecurringJobScheduler
+from ..delayed_scheduler import DelayedJobScheduler
+from ..recurring_scheduler import RecurringJobScheduler
 from .opening import describe_storage, open_client, read
 from .render import instant, print_table
 

@@ -49,7 +49,7 @@ WIDE = 140
 @contextmanager
 def _quiet_scheduler_log() -> Iterator[None]:
     """One INFO line per pass would bury the progress bar; warnings still show."""
-    delayed = logging.getLogger("parallel_scheduler.delayed")
+    delayed = logging.getLogger("parallel_scheduler.delayed_scheduler")
     level = delayed.level
     delayed.setLevel(max(level, logging.WARNING))
     try:

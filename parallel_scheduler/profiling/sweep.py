@@ -24,7 +24,7 @@ from typing import Any
 import storage_adapters
 from storage_adapters import JobState, Storage
 
-from ..delayed import DelayedJobScheduler
+from ..delayed_scheduler import DelayedJobScheduler
 from ..settings import ReleaseMode, Settings
 from ..stats import PassStats
 from .verify import Observation, verify

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import pytest
 import redis as redis_client
 
-from parallel_scheduler.delayed import DelayedJobScheduler
-from parallel_scheduler.recurring import RecurringJobScheduler
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
 from storage_adapters import JobState, Storage
 from tests.conftest import unique_prefix
 from tests.faults.harness import ChildProcess, Tally, add_jobs, counts

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from parallel_scheduler.delayed import CHUNK
+from parallel_scheduler.delayed_scheduler import CHUNK
 from storage_adapters import JobState, LockLease, Storage
 from tests.conftest import unique_prefix
 from tests.faults.harness import (

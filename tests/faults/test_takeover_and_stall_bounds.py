@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from parallel_scheduler import Settings
-from parallel_scheduler.delayed import CHUNK
+from parallel_scheduler.delayed_scheduler import CHUNK
 from storage_adapters import JobState, Storage
 from tests.conftest import unique_prefix
 from tests.faults.harness import (

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from celery import Celery
 from celery.signals import worker_ready
 
-from .demo_transport import ALIAS
+from .transport import ALIAS
 
 DEMO_DIR = Path(os.environ.get("PARALLEL_SCHEDULER_DEMO_DIR", ".parallel-scheduler-demo"))
 QUEUE = "demo"

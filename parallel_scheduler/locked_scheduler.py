@@ -28,9 +28,9 @@ from typing import Any, ClassVar, Protocol
 
 from storage_adapters import Storage
 
-from . import lock_lease
+from . import held_lock
 from .clock import StorageClock
-from .lock_lease import HeldLock
+from .held_lock import HeldLock
 from .pool import BoundedPool
 from .retrying import call_storage
 from .settings import Settings
@@ -88,7 +88,7 @@ class LockedScheduler(ABC):
         """One pass; returns its stats. Does nothing when another scheduler holds the lock."""
         started = time.monotonic()
         held = call_storage(
-            lambda: lock_lease.acquire(
+            lambda: held_lock.acquire(
                 self.storage, self.LOCK_NAME, self.owner, self.settings.lock_lease
             ),
             give_up_after=self.settings.lock_lease,

@@ -24,11 +24,11 @@ from rich.table import Table
 
 from storage_adapters import ClaimedJob
 
-from .client import Client
-from .delayed import DelayedJobScheduler
-from .dispatchers import CeleryDispatcher
-from .jobs import JobSpec
-from .settings import Settings
+from ..client import Client
+from ..delayed_scheduler import DelayedJobScheduler
+from ..dispatchers import CeleryDispatcher
+from ..jobs import JobSpec
+from ..settings import Settings
 
 __all__ = ["run_demo"]
 
@@ -55,7 +55,7 @@ class Tally:
 def _start_worker(workdir: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PARALLEL_SCHEDULER_DEMO_DIR=str(workdir))
     command = [
-        sys.executable, "-m", "celery", "-A", "parallel_scheduler.demo_app", "worker",
+        sys.executable, "-m", "celery", "-A", "parallel_scheduler.demo.app", "worker",
         "--loglevel=WARNING", "--concurrency=2", "--without-gossip", "--without-mingle",
         "--without-heartbeat", "--hostname=demo@%h", "--queues=demo",
     ]  # fmt: skip
@@ -143,7 +143,7 @@ def run_demo(
 
 def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: float) -> int:
     os.environ["PARALLEL_SCHEDULER_DEMO_DIR"] = str(folder)
-    from .demo_app import make_app
+    from .app import make_app
 
     console.print(f"demo: {jobs:,} jobs, SQLite storage and a filesystem broker in {folder}")
     worker = _start_worker(folder)

@@ -19,17 +19,17 @@ from dataclasses import asdict, dataclass
 from storage_adapters import Firing, NewJob, RecurringRecord, Storage
 
 from .errors import InvalidJobError
+from .held_lock import HeldLock
 from .limits import check_instant
-from .lock_lease import HeldLock
+from .locked_scheduler import LockedScheduler
 from .recurring_jobs import add_history, firing_id
 from .retrying import call_storage
-from .scheduler_loop import LockedScheduler
 from .settings import Settings
 from .triggers import Schedule, plan_firing
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 
-logger = logging.getLogger("parallel_scheduler.recurring")
+logger = logging.getLogger("parallel_scheduler.recurring_scheduler")
 
 
 @dataclass

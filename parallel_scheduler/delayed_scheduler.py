@@ -25,16 +25,16 @@ from storage_adapters import ClaimedJob, ListReleasingStorage, Storage
 
 from .dispatchers import Dispatcher
 from .envelopes import direct_list_db
-from .lock_lease import HeldLock
+from .held_lock import HeldLock
+from .locked_scheduler import LockedScheduler
 from .release import ReleaseListener, Releaser
 from .retrying import call_storage
-from .scheduler_loop import LockedScheduler
 from .settings import Settings
 from .stats import Outcome, PassStats
 
 __all__ = ["DelayedJobScheduler"]
 
-logger = logging.getLogger("parallel_scheduler.delayed")
+logger = logging.getLogger("parallel_scheduler.delayed_scheduler")
 #: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
 #: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
 #: per-chunk round trips (a mark, and with ``fast_publish`` a broker push) than they gain.

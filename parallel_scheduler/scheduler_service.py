@@ -14,16 +14,16 @@ from typing import Any
 
 from storage_adapters import Storage
 
-from .delayed import DelayedJobScheduler
+from .delayed_scheduler import DelayedJobScheduler
 from .dispatchers import Dispatcher
-from .recurring import RecurringJobScheduler
+from .locked_scheduler import default_owner
+from .recurring_scheduler import RecurringJobScheduler
 from .release import ReleaseListener
-from .scheduler_loop import default_owner
 from .settings import Settings
 
 __all__ = ["SchedulerService"]
 
-logger = logging.getLogger("parallel_scheduler.service")
+logger = logging.getLogger("parallel_scheduler.scheduler_service")
 #: How long ``stop()`` waits for the passes in flight to end. A pass ends once its batch in
 #: flight is sent and marked, which can outlast a lock lease (the lock is renewed meanwhile), so
 #: the wait is not tied to the lease: at least this long, or one lease if that is longer.

@@ -36,11 +36,11 @@ from typing import Any
 
 import redis
 from harness.brokers import is_redis
-from harness.burst_report import figures, markdown_report, print_summary
+from harness.burst_report import figures, markdown_report
 from harness.measure import ResourceMonitor, process_groups
 from harness.oracles import executions, oracles, wait_for_completion
 from harness.peers import PEERS, SYSTEMS
-from harness.report import environment, options, refuse_existing, write_once
+from harness.report import conclude, environment, options, refuse_existing
 from harness.systems import BurstConfig, ParallelScheduler, RunContext, System
 from harness.workloads import plan_jobs, schedule_concurrently
 
@@ -164,20 +164,7 @@ def _config(ns: argparse.Namespace) -> BurstConfig:
     results_url = ns.results_url or (
         ns.broker_url if is_redis(ns.broker_url) else "redis://127.0.0.1:6379/0"
     )
-    return BurstConfig(
-        storage_url=ns.storage_url,
-        broker_url=ns.broker_url,
-        results_url=results_url,
-        release_mode=ns.release_mode,
-        parallelism=ns.parallelism,
-        batch_size=ns.batch_size,
-        poll_interval=ns.poll_interval,
-        dispatcher=ns.dispatcher,
-        workers=ns.workers,
-        caller_pool=ns.caller_pool,
-        pool=ns.pool,
-        accept_time_messages=ns.accept_time_messages,
-    )
+    return BurstConfig.from_options(ns, results_url=results_url)
 
 
 def _peers(value: str) -> list[str]:
@@ -265,10 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "oracle_failures": failures,
     }
-    if failures:  # the oracles come first: a failing run reports no figure
-        for name, label, found in failures:
-            print(f"burst: FAILED {name} {label}: {found}", file=sys.stderr)
-    else:
+    if not failures:  # the oracles come first: a failing run reports no figure
         document["systems"] = [
             {
                 "system": s["system"],
@@ -279,12 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             for s in systems
         ]
-        print_summary(document)
-    write_once(ns.out, document)
+    found = [(f"{name} {label}", oracle) for name, label, oracle in failures]
+    status = conclude("burst", document, found, markdown_report, ns.out)
     if ns.markdown is not None and not failures:
         with ns.markdown.open("x") as out:
             out.write(markdown_report(document))
-    return 1 if failures else 0
+    return status
 
 
 if __name__ == "__main__":

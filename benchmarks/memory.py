@@ -51,7 +51,7 @@ from harness.measure import MIB, PeakSampler, settled_rss
 from harness.memory_report import summary
 from harness.oracles import executions, oracles
 from harness.processes import ready_count, start_process, stop_process, wait_until
-from harness.report import environment, options, refuse_existing, write_once
+from harness.report import conclude, environment, options, refuse_existing
 from harness.service_process import ServiceConfig, ServiceProcess
 from harness.systems import BurstConfig, RunContext, scenario_environment
 from harness.waiting_jobs import specs, storage_footprint, store_waiting
@@ -84,25 +84,8 @@ def start_plugin_worker(ctx: RunContext, cfg: BurstConfig) -> subprocess.Popen[b
     return worker
 
 
-def storage_config(ns: argparse.Namespace, url: str) -> BurstConfig:
-    """The burst harness's configuration, for its worker helpers: default settings throughout."""
-    defaults = Settings()
-    return BurstConfig(
-        storage_url=url,
-        broker_url=ns.broker_url,
-        results_url=ns.broker_url,
-        release_mode=defaults.release_mode,
-        parallelism=defaults.max_degree_of_parallelism,
-        batch_size=defaults.batch_size,
-        poll_interval=defaults.poll_interval,
-        dispatcher="send_task",
-        workers=1,
-        caller_pool=ns.callers,
-    )
-
-
 def run_storage(ns: argparse.Namespace, url: str) -> dict[str, Any]:
-    cfg = storage_config(ns, url)
+    cfg = BurstConfig(url, ns.broker_url, ns.broker_url, caller_pool=ns.callers)
     results = redis.Redis.from_url(ns.broker_url)
     with tempfile.TemporaryDirectory(prefix="ps-m1m-") as tmp:
         ctx = RunContext(uuid.uuid4().hex[:10], Path(tmp), "m1m")
@@ -266,18 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         "storages": storages,
         "plain_celery": plain,
     }
-    if failed:
-        for r in failed:
-            found = {k: v for k, v in r["oracles"].items() if v}
-            print(
-                f"memory: FAILED {r.get('storage_url', 'plain Celery')}: {found}",
-                file=sys.stderr,
-            )
-    else:
-        print()
-        print(summary(document))
-    write_once(ns.out, document)
-    return 1 if failed else 0
+    found = [
+        (r.get("storage_url", "plain Celery"), {k: v for k, v in r["oracles"].items() if v})
+        for r in failed
+    ]
+    return conclude("memory", document, found, summary, ns.out)
 
 
 if __name__ == "__main__":

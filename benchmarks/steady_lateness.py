@@ -69,54 +69,15 @@ from harness.lateness import (
 from harness.measure import MIB, ResourceMonitor, process_groups
 from harness.oracles import executions, oracles
 from harness.oracles import wait_for_completion as wait_for_executions
-from harness.report import environment, options, refuse_existing, write_once
-from harness.service_process import ServiceConfig, ServiceLog, ServiceProcess
+from harness.report import conclude, environment, options, refuse_existing
+from harness.service_system import ServiceScheduler as SteadyScheduler
 from harness.steady_report import TARGET_P99_MS, summary
-from harness.systems import BurstConfig, ParallelScheduler, RunContext
+from harness.systems import BurstConfig, RunContext
 from harness.workloads import plan_jobs, schedule_concurrently
 
 from parallel_scheduler import Settings
 
 DEFAULTS = Settings()
-
-
-# -- the system: the burst harness's parallel-scheduler, with the product's service -------------
-
-
-class SteadyScheduler(ParallelScheduler):
-    """``ParallelScheduler`` of the burst benchmark (client, worker, scheduling, clean-up), whose
-    scheduler process is the product's ``SchedulerService`` (``service_process``)."""
-
-    def __init__(self, cfg: BurstConfig, fast_publish: bool) -> None:
-        super().__init__(cfg)
-        self.fast_publish = fast_publish
-        self.service: ServiceProcess | None = None
-        self.log: ServiceLog | None = None
-
-    def _start_scheduler(self, ctx: RunContext) -> None:
-        settings = self._settings(ctx)
-        settings.pop("storage_url")
-        settings.pop("prefix")
-        settings["fast_publish"] = self.fast_publish
-        config = ServiceConfig(
-            self.cfg.storage_url, ctx.prefix, self.cfg.broker_url, ctx.queue, settings
-        )
-        self.service = ServiceProcess(config, ctx.folder)
-        self.service.start()
-
-    def released_count(self) -> int:
-        return 0 if self.service is None else self.service.released
-
-    def scheduler_pids(self) -> list[int]:
-        return [] if self.service is None else [self.service.pid]
-
-    def stop(self) -> None:
-        if self.service is not None and self.log is None:
-            self.log = self.service.stop()
-        super().stop()  # the workers
-
-    def sent_times(self) -> list[tuple[str, float]] | None:
-        return None if self.log is None else self.log.sent
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -248,9 +209,6 @@ def run_once(ns: argparse.Namespace, cfg: BurstConfig, label: str) -> dict[str, 
     return record
 
 
-# -- reporting ---------------------------------------------------------------------------------
-
-
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -298,16 +256,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
-    cfg = BurstConfig(
-        storage_url=ns.storage_url,
-        broker_url=ns.broker_url,
+    cfg = BurstConfig.from_options(
+        ns,
         results_url=ns.results_url or ns.broker_url,
-        release_mode=ns.release_mode,
-        parallelism=ns.parallelism,
-        batch_size=ns.batch_size,
-        poll_interval=ns.poll_interval,
         dispatcher="fast_publish" if ns.fast_publish else "send_task",
-        workers=ns.workers,
         caller_pool=ns.callers,
         # as the plugin does: with fast_publish, each broker message is built as the job is stored
         accept_time_messages=ns.fast_publish,
@@ -325,15 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "accepted the message and the job was marked Enqueued; started: worker clock + offset",
         "runs": runs,
     }
-    if failed:
-        for r in failed:
-            found = {k: v for k, v in r["oracles"].items() if v}
-            print(f"steady: FAILED {r['label']}: {found} {r['problems']}", file=sys.stderr)
-    else:
-        print()
-        print(summary(document))
-    write_once(ns.out, document)
-    return 1 if failed else 0
+    found = []
+    for r in failed:
+        oracle = {k: v for k, v in r["oracles"].items() if v}
+        found.append((r["label"], f"{oracle} {r['problems']}"))
+    return conclude("steady", document, found, summary, ns.out)
 
 
 if __name__ == "__main__":

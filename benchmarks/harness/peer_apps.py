@@ -32,7 +32,7 @@ def record_rq(index: int, token: str) -> None:
 def make_huey(name: str, url: str) -> tuple[Any, Any]:
     """A Redis-backed huey and its recording task; the task's name is the same in every process,
     so the consumer resolves what the scenario scheduled."""
-    from huey import RedisHuey
+    from huey import RedisHuey  # type: ignore[import-untyped]
 
     huey = RedisHuey(name, url=url, results=False, utc=True)
 

@@ -116,11 +116,6 @@ class RabbitMQServer(Server):
             return False
         return True
 
-    def server_pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError(f"{self.name} is not running")
-        return self._process.pid
-
     def _graceful_stop(self, save: bool) -> None:
         if self._process is not None:
             self._process.send_signal(signal.SIGTERM)

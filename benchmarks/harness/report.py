@@ -11,7 +11,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from .measure import distribution
 
 __all__ = [
+    "conclude",
     "environment",
     "load_average",
     "ms_summary",
@@ -84,6 +85,24 @@ def write_once(path: Path | None, document: Any) -> None:
         json.dump(document, out, indent=2)
         out.write("\n")
     print(f"\nwrote {path}")
+
+
+def conclude(
+    scenario: str,
+    document: dict[str, Any],
+    failures: Sequence[tuple[str, Any]],
+    summary: Callable[[dict[str, Any]], str],
+    out: Path | None,
+) -> int:
+    """The end of every scenario: each failure (what, found) on stderr, or, only when none
+    failed, the summary; the document written once; the exit status."""
+    for what, found in failures:
+        print(f"{scenario}: FAILED {what}: {found}", file=sys.stderr)
+    if not failures:
+        print()
+        print(summary(document))
+    write_once(out, document)
+    return 1 if failures else 0
 
 
 def ms_summary(values: Sequence[float], *, with_min: bool = False) -> dict[str, float]:

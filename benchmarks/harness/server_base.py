@@ -86,9 +86,11 @@ class Server(ABC):
     def answers(self) -> bool:
         """True when the server accepts a client request."""
 
-    @abstractmethod
     def server_pid(self) -> int:
         """The pid of the server process proper (not a wrapper such as ``runuser``)."""
+        if self._process is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return self._process.pid
 
     @abstractmethod
     def _graceful_stop(self, save: bool) -> None:

@@ -81,11 +81,6 @@ class RedisServer(Server):
         except redis.RedisError:
             return False
 
-    def server_pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError(f"{self.name} is not running")
-        return self._process.pid
-
     def _graceful_stop(self, save: bool) -> None:
         import redis
         from redis.backoff import NoBackoff

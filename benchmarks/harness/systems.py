@@ -9,43 +9,55 @@ which of its processes to measure, and whether it can tell when a job was handed
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import signal
 import subprocess
 import sys
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
+from parallel_scheduler import Settings
+
 from .brokers import delete_celery_queue
 from .celery_apps import CELERY_TASK, build_celery_app
 from .processes import ready_count, start_process, stop_process, wait_until, worker_environment
+from .scheduler_process import dispatcher_for, run_scheduler
 from .workloads import PlannedJob
+
+DEFAULTS = Settings()
 
 
 @dataclass(frozen=True)
 class BurstConfig:
-    """The options every system reads (the CLI's, minus the reporting ones)."""
+    """The options every system reads (the CLI's, minus the reporting ones); the scheduler's
+    settings default to the product's own."""
 
     storage_url: str
     broker_url: str
     results_url: str
-    release_mode: str
-    parallelism: int
-    batch_size: int
-    poll_interval: float
-    dispatcher: str
-    workers: int
-    caller_pool: int
+    release_mode: str = DEFAULTS.release_mode
+    parallelism: int = DEFAULTS.max_degree_of_parallelism
+    batch_size: int = DEFAULTS.batch_size
+    poll_interval: float = DEFAULTS.poll_interval
+    dispatcher: str = "send_task"
+    workers: int = 1
+    caller_pool: int = 10
     pool: str = "prefork"
     accept_time_messages: bool = False
+
+    @classmethod
+    def from_options(cls, ns: argparse.Namespace, **values: Any) -> BurstConfig:
+        """The command's options of the same names, then ``values``."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in vars(ns).items() if k in names}, **values})
 
 
 @dataclass
@@ -161,67 +173,6 @@ class System(ABC):
 # -- parallel-scheduler ----------------------------------------------------------------------------
 
 
-def _dispatcher(kind: str, app: Any) -> Any:
-    """``send_task``: Celery's publish per job (``CeleryDispatcher``); ``fast_publish``: a chunk
-    per round trip to a Redis broker (``RedisPublisher``, what ``fast_publish=True`` selects)."""
-    if kind == "send_task":
-        from parallel_scheduler import CeleryDispatcher
-
-        return CeleryDispatcher(app)
-    from parallel_scheduler.celery.redis_publisher import RedisPublisher
-
-    return RedisPublisher(app)
-
-
-class _ReleaseLog:
-    """The release listener: every hand-off with its send time on the storage clock."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, float]] = []
-        self._guard = threading.Lock()
-
-    def on_released(self, job: Any, sent_at: float) -> None:
-        with self._guard:
-            self.sent.append((job.id, sent_at))
-
-
-def run_scheduler(
-    settings: dict[str, Any],
-    cfg: BurstConfig,
-    queue: str,
-    out_path: str,
-    ready: EventType,
-    stop: EventType,
-    released: Synchronized[int],
-) -> None:
-    """The scheduler process: a ``DelayedJobScheduler`` on its own, so its CPU and memory are
-    measured apart from the callers'; writes every hand-off to ``out_path`` when stopped."""
-    import storage_adapters
-    from parallel_scheduler import DelayedJobScheduler, Settings
-
-    chosen = Settings(**settings)
-    storage = storage_adapters.from_url(
-        chosen.storage_url, prefix=chosen.prefix, pool_size=chosen.max_degree_of_parallelism
-    )
-    log = _ReleaseLog()
-    dispatcher = _dispatcher(cfg.dispatcher, build_celery_app(cfg.broker_url, queue))
-    scheduler = DelayedJobScheduler(
-        storage, dispatcher, chosen, listeners=[log.on_released], owns_storage=True
-    )
-    runner = threading.Thread(
-        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}, daemon=True
-    )
-    runner.start()
-    ready.set()
-    while not stop.wait(0.05):
-        released.value = len(log.sent)
-    scheduler.stop()
-    runner.join()
-    scheduler.close()
-    released.value = len(log.sent)
-    Path(out_path).write_text(json.dumps(log.sent))
-
-
 class ParallelScheduler(System):
     name = "parallel-scheduler"
     release_note = "release listener (storage clock)"
@@ -256,7 +207,7 @@ class ParallelScheduler(System):
         # the callers build each broker message as they store the job, as the plugin does
         envelopes = None
         if self.cfg.accept_time_messages:
-            envelopes = _dispatcher(
+            envelopes = dispatcher_for(
                 self.cfg.dispatcher, build_celery_app(self.cfg.broker_url, ctx.queue)
             )
         self._client = Client(storage=storage, settings=settings, envelopes=envelopes)

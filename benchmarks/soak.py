@@ -152,9 +152,8 @@ def child_main(args: argparse.Namespace) -> int:
     """The scheduler process: the real service, with a dispatcher that only counts."""
     import logging
 
-    from parallel_scheduler.scheduler_service import SchedulerService
-
     from parallel_scheduler import CallableDispatcher, Settings
+    from parallel_scheduler.scheduler_service import SchedulerService
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     released = 0

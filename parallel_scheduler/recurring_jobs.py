@@ -25,6 +25,8 @@ from storage_adapters import (
     InvalidIdentifierError,
     NewJob,
     NewRecurring,
+    RecordExistsError,
+    RecordNotFoundError,
     RecurringRecord,
     SaveMode,
     Storage,
@@ -237,9 +239,10 @@ class RecurringJobs:
         )  # fmt: skip
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
-        except KeyError:
-            verb = "exists already" if mode == "create" else "does not exist"
-            raise InvalidJobError(f"recurring job {recurring_id!r} {verb}") from None
+        except RecordExistsError:
+            raise InvalidJobError(f"recurring job {recurring_id!r} exists already") from None
+        except RecordNotFoundError:
+            raise InvalidJobError(f"recurring job {recurring_id!r} does not exist") from None
         found = self.get(recurring_id)
         assert found is not None
         return found

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from .base import ListReleasingStorage, Storage
 from .errors import (
+    InvalidArgumentError,
     InvalidIdentifierError,
+    InvalidRecordError,
     ParallelSchedulerError,
+    RecordExistsError,
+    RecordNotFoundError,
     StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
@@ -38,7 +42,9 @@ __all__ = [
     "MAX_JOB_ID_LENGTH",
     "ClaimedJob",
     "Firing",
+    "InvalidArgumentError",
     "InvalidIdentifierError",
+    "InvalidRecordError",
     "InvalidStorageURLError",
     "JobRecord",
     "JobState",
@@ -48,6 +54,8 @@ __all__ = [
     "NewJob",
     "NewRecurring",
     "ParallelSchedulerError",
+    "RecordExistsError",
+    "RecordNotFoundError",
     "RecurringRecord",
     "SaveMode",
     "Storage",
@@ -87,7 +95,9 @@ def from_url(
         or not isinstance(connect_timeout, (int, float))
         or not 0 < connect_timeout <= 3600
     ):
-        raise ValueError(f"connect_timeout must be seconds in (0, 3600], not {connect_timeout!r}")
+        raise InvalidArgumentError(
+            f"connect_timeout must be seconds in (0, 3600], not {connect_timeout!r}"
+        )
     scheme = scheme_of(url)
     validate_prefix(prefix)
     if scheme == "sqlite":

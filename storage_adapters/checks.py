@@ -6,14 +6,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from .errors import InvalidArgumentError, InvalidRecordError
 from .records import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
 
 __all__ = [
     "RECOVERED_REASON",
+    "SAVE_MODES",
     "check_firing",
     "check_new_jobs",
     "check_new_recurring",
+    "check_save_mode",
     "epoch_seconds",
+    "flag",
+    "non_negative_offset",
     "optional_epoch_seconds",
     "positive_count",
     "positive_seconds",
@@ -26,7 +31,7 @@ RECOVERED_REASON = "claim lease expired before the job was marked enqueued"
 
 def epoch_seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds, not {value!r}")
     return float(value)
 
 
@@ -41,14 +46,34 @@ def stored_seconds(value: object) -> float:
 
 def positive_seconds(name: str, value: float) -> float:
     if epoch_seconds(name, value) <= 0:
-        raise ValueError(f"{name} must be positive, not {value!r}")
+        raise InvalidArgumentError(f"{name} must be positive, not {value!r}")
     return float(value)
 
 
 def positive_count(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
     return value
+
+
+def non_negative_offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgumentError(f"offset must be a non-negative integer, not {offset!r}")
+    return offset
+
+
+def flag(name: str, value: bool) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be a bool, not {value!r}")
+    return value
+
+
+SAVE_MODES = ("create", "update", "upsert")
+
+
+def check_save_mode(mode: str) -> None:
+    if mode not in SAVE_MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(SAVE_MODES)}, not {mode!r}")
 
 
 def check_new_jobs(jobs: Sequence[NewJob]) -> None:
@@ -56,14 +81,16 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     for job in jobs:
         validate_job_id(job.id)
         if job.id in seen:
-            raise ValueError(f"job id {job.id!r} appears twice in one add_jobs call")
+            raise InvalidRecordError(f"job id {job.id!r} appears twice in one add_jobs call")
         seen.add(job.id)
         if not isinstance(job.task, str) or not 0 < len(job.task) <= MAX_TASK_NAME_LENGTH:
-            raise ValueError(f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
+            raise InvalidRecordError(
+                f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars"
+            )
         if not isinstance(job.payload, str):
-            raise ValueError(f"job {job.id!r} payload must be a str")
+            raise InvalidRecordError(f"job {job.id!r} payload must be a str")
         if job.envelope is not None and (not isinstance(job.envelope, str) or not job.envelope):
-            raise ValueError(f"job {job.id!r} envelope must be a non-empty str or None")
+            raise InvalidRecordError(f"job {job.id!r} envelope must be a non-empty str or None")
         epoch_seconds("due_at", job.due_at)
 
 
@@ -74,7 +101,7 @@ def optional_epoch_seconds(name: str, value: float | None) -> float | None:
 
 def _task_name(owner: str, task: object) -> None:
     if not isinstance(task, str) or not 0 < len(task) <= MAX_TASK_NAME_LENGTH:
-        raise ValueError(f"{owner} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
+        raise InvalidRecordError(f"{owner} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars")
 
 
 def check_new_recurring(recurring: NewRecurring) -> None:
@@ -82,17 +109,17 @@ def check_new_recurring(recurring: NewRecurring) -> None:
     _task_name(owner, recurring.task)
     for name in ("payload", "schedule"):
         if not isinstance(getattr(recurring, name), str):
-            raise ValueError(f"{owner}: {name} must be a str")
+            raise InvalidRecordError(f"{owner}: {name} must be a str")
     if not isinstance(recurring.enabled, bool):
-        raise ValueError(f"{owner}: enabled must be a bool")
+        raise InvalidRecordError(f"{owner}: enabled must be a bool")
     optional_epoch_seconds("next_run_at", recurring.next_run_at)
 
 
 def check_firing(version: int, firing: Firing) -> None:
     if isinstance(version, bool) or not isinstance(version, int):
-        raise ValueError(f"version must be an integer, not {version!r}")
+        raise InvalidArgumentError(f"version must be an integer, not {version!r}")
     if not isinstance(firing.history, str):
-        raise ValueError("firing history must be a str")
+        raise InvalidRecordError("firing history must be a str")
     optional_epoch_seconds("next_run_at", firing.next_run_at)
     optional_epoch_seconds("last_run_at", firing.last_run_at)
     check_new_jobs(firing.jobs)

@@ -7,8 +7,12 @@ without the leaf importing the core; ``parallel_scheduler`` re-exports it.
 from __future__ import annotations
 
 __all__ = [
+    "InvalidArgumentError",
     "InvalidIdentifierError",
+    "InvalidRecordError",
     "ParallelSchedulerError",
+    "RecordExistsError",
+    "RecordNotFoundError",
     "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
@@ -44,3 +48,31 @@ class StorageConfigurationError(StorageError):
 
 class InvalidIdentifierError(StorageError, ValueError):
     """A prefix, lock name or job id that is unsafe to put into SQL or a Redis key."""
+
+
+class InvalidArgumentError(StorageError, ValueError):
+    """An argument to an adapter is out of range: a limit, an offset, a save mode, a flag, a pool
+    size, a number of seconds. Nothing was written.
+
+    It is a ``ValueError`` too, so a caller that already catches ``ValueError`` keeps working.
+    """
+
+
+class InvalidRecordError(InvalidArgumentError):
+    """A job or recurring record to write breaks the contract (a duplicate id in one call, a task
+    name out of bounds, a payload that is not a str, a time that is not a finite number). The
+    whole call was refused: nothing of it was written."""
+
+
+class RecordNotFoundError(StorageError, KeyError):
+    """The record a call must change does not exist (``save_recurring(..., "update")``).
+
+    It is a ``KeyError`` too, so a caller that already catches ``KeyError`` keeps working.
+    """
+
+
+class RecordExistsError(StorageError, KeyError):
+    """The record a call must create exists already (``save_recurring(..., "create")``).
+
+    It is a ``KeyError`` too, so a caller that already catches ``KeyError`` keeps working.
+    """

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from .checks import positive_count
 from .permanent import dns_problem, postgresql_problem
 from .sql_statements import Dialect
 from .sql_storage import SQLStorage
@@ -99,8 +100,7 @@ class PostgreSQLStorage(SQLStorage):
     def __init__(
         self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
+        positive_count("pool_size", pool_size)
         normalised = normalise_url(url)
         masked = mask_url(url)
         secret = _password_of(normalised)

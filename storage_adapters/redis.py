@@ -26,11 +26,17 @@ from .checks import (
     RECOVERED_REASON,
     check_new_jobs,
     epoch_seconds,
+    non_negative_offset,
     positive_count,
     positive_seconds,
     stored_seconds,
 )
-from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
+from .errors import (
+    InvalidArgumentError,
+    StorageConfigurationError,
+    StorageError,
+    StorageUnavailableError,
+)
 from .permanent import dns_problem
 from .records import (
     ClaimedJob,
@@ -142,8 +148,7 @@ class RedisStorage(RedisRecurring):
         self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0
     ) -> None:
         self._prefix = validate_prefix(prefix)
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be a positive integer, not {pool_size!r}")
+        positive_count("pool_size", pool_size)
         self._password = _password_of(url)
         self._masked_url = self._scrub(mask_url(url))
         try:
@@ -326,7 +331,7 @@ class RedisStorage(RedisRecurring):
         ``list_db`` of this server and are Enqueued; the others are claimed. Returns
         ``(moved, claimed)``, each earliest due first."""
         if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
-            raise ValueError(f"list_db must be a database number, not {list_db!r}")
+            raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
         keys = [
             self._key(f"lock:{lock.name}"),
             self._key("schedule"),
@@ -389,9 +394,7 @@ class RedisStorage(RedisRecurring):
         return _record(job_id, fields) if fields[0] is not None else None
 
     def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
-        last = offset + positive_count("limit", limit) - 1
+        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
         index = self._key("all") if state is None else self._state_key(JobState(state))
         args: list[str | int] = [self._key("job:"), offset, last]
         return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]

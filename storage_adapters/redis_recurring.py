@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .checks import check_firing, check_new_recurring, epoch_seconds, positive_count
+from .checks import (
+    check_firing,
+    check_new_recurring,
+    check_save_mode,
+    epoch_seconds,
+    flag,
+    non_negative_offset,
+    positive_count,
+)
+from .errors import RecordExistsError, RecordNotFoundError
 from .records import Firing, LockLease, NewJob, NewRecurring, RecurringRecord, SaveMode
 
 if TYPE_CHECKING:
@@ -46,9 +55,11 @@ _RECURRING_FIELDS = [
     "created_at",
     "updated_at",
 ]
-_SAVE_MODES = ("create", "update", "upsert")
 # save_recurring's error replies: the mode forbade the write, and nothing was written.
-_SAVE_REFUSALS = {"RECURRING_EXISTS": "already exists", "RECURRING_MISSING": "does not exist"}
+_SAVE_REFUSALS: dict[str, tuple[type[KeyError], str]] = {
+    "RECURRING_EXISTS": (RecordExistsError, "already exists"),
+    "RECURRING_MISSING": (RecordNotFoundError, "does not exist"),
+}
 
 
 def _time_arg(name: str, value: float | None) -> str:
@@ -61,15 +72,12 @@ def _optional_time(value: str) -> float | None:
 
 
 def _flag(name: str, value: bool) -> str:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a bool, not {value!r}")
-    return "1" if value else "0"
+    return "1" if flag(name, value) else "0"
 
 
 def _check_recurring(recurring: NewRecurring, mode: str) -> None:
     """Refuse bad input before the script runs, so a refused save writes nothing."""
-    if mode not in _SAVE_MODES:
-        raise ValueError(f"mode must be one of {', '.join(_SAVE_MODES)}, not {mode!r}")
+    check_save_mode(mode)
     check_new_recurring(recurring)
 
 
@@ -130,7 +138,8 @@ class RedisRecurring:
                 refusal = _SAVE_REFUSALS.get(str(exc))
                 if refusal is None:
                     raise
-                raise KeyError(f"recurring job {rid!r} {refusal}") from None
+                error, problem = refusal
+                raise error(f"recurring job {rid!r} {problem}") from None
         return bool(created)
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
@@ -139,9 +148,7 @@ class RedisRecurring:
         return _record(recurring_id, fields) if fields[0] is not None else None
 
     def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
-        last = offset + positive_count("limit", limit) - 1
+        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
         args: list[str | int] = [self._key("rec:"), offset, last]
         rows = self._run("list_recurring", [self._key("rec_ids")], args)
         return [_record(row[0], row[1:]) for row in rows]

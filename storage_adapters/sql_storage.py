@@ -20,13 +20,22 @@ from sqlalchemy.exc import DBAPIError
 
 from .checks import (
     check_new_jobs,
+    check_save_mode,
     epoch_seconds,
+    flag,
+    non_negative_offset,
     optional_epoch_seconds,
     positive_count,
     positive_seconds,
     stored_seconds,
 )
-from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
+from .errors import (
+    RecordExistsError,
+    RecordNotFoundError,
+    StorageConfigurationError,
+    StorageError,
+    StorageUnavailableError,
+)
 from .records import (
     ClaimedJob,
     Firing,
@@ -62,12 +71,6 @@ def _record(row: Row[Any]) -> JobRecord:
         updated_at=stored_seconds(row.updated_at),
         last_error=row.last_error,
     )
-
-
-def _offset(offset: int) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative integer, not {offset!r}")
-    return offset
 
 
 class _RollBack(Exception):
@@ -301,7 +304,7 @@ class SQLStorage:
         statement = (
             self._sql.list_all if state is None else self._sql.list_by_state[JobState(state)]
         )
-        rows = self._rows(statement, {"limit": int(limit), "offset": _offset(offset)})
+        rows = self._rows(statement, {"limit": int(limit), "offset": non_negative_offset(offset)})
         return [_record(row) for row in rows]
 
     def cancel(self, job_id: str) -> bool:
@@ -350,14 +353,14 @@ class SQLStorage:
     # -- recurring jobs ---------------------------------------------------------------------
 
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
-        statement = self._sql.save_recurring.get(mode)
-        if statement is None:
-            raise ValueError(f"mode must be 'create', 'update' or 'upsert', not {mode!r}")
+        check_save_mode(mode)
+        statement = self._sql.save_recurring[mode]
         # One statement: it writes nothing and returns no row when the mode refuses.
         version = self._scalar(statement, save_params(recurring))
         if version is None:
-            problem = "already exists" if mode == "create" else "does not exist"
-            raise KeyError(f"recurring job {recurring.id!r} {problem}")
+            if mode == "create":
+                raise RecordExistsError(f"recurring job {recurring.id!r} already exists")
+            raise RecordNotFoundError(f"recurring job {recurring.id!r} does not exist")
         return int(version) == INITIAL_RECURRING_VERSION
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
@@ -365,7 +368,7 @@ class SQLStorage:
         return recurring_record(rows[0]) if rows else None
 
     def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
-        params = {"limit": positive_count("limit", limit), "offset": _offset(offset)}
+        params = {"limit": positive_count("limit", limit), "offset": non_negative_offset(offset)}
         return [recurring_record(row) for row in self._rows(self._sql.list_recurring, params)]
 
     def remove_recurring(self, recurring_id: str) -> bool:
@@ -374,11 +377,9 @@ class SQLStorage:
     def set_recurring_enabled(
         self, recurring_id: str, enabled: bool, next_run_at: float | None
     ) -> bool:
-        if not isinstance(enabled, bool):
-            raise ValueError(f"enabled must be a bool, not {enabled!r}")
         params = {
             "recurring_id": recurring_id,
-            "new_enabled": enabled,
+            "new_enabled": flag("enabled", enabled),
             "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
         }
         return self._changed(self._sql.set_recurring_enabled, params) == 1

@@ -7,7 +7,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from storage_adapters import Firing, JobState, LockLease, NewJob, NewRecurring, Storage
+from storage_adapters import (
+    Firing,
+    InvalidIdentifierError,
+    JobState,
+    LockLease,
+    NewJob,
+    NewRecurring,
+    RecordExistsError,
+    RecordNotFoundError,
+    Storage,
+)
 from tests.waiting import wait_until
 
 LOCK = "recurring-scheduler"
@@ -55,11 +65,11 @@ def test_create_get_and_list(storage: Storage) -> None:
 
 def test_save_modes(storage: Storage) -> None:
     now = storage.now()
-    with pytest.raises(KeyError):
+    with pytest.raises(RecordNotFoundError, match="does not exist"):
         storage.save_recurring(recurring("a", now), "update")
     assert storage.count_recurring() == 0
     storage.save_recurring(recurring("a", now), "create")
-    with pytest.raises(KeyError):
+    with pytest.raises(RecordExistsError, match="already exists"):
         storage.save_recurring(recurring("a", now + 5), "create")
     before = storage.get_recurring("a")
     assert before is not None
@@ -189,6 +199,6 @@ def test_remove(storage: Storage) -> None:
 
 
 def test_a_bad_id_is_refused(storage: Storage) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidIdentifierError):
         storage.save_recurring(recurring("has space", storage.now()), "create")
     assert storage.count_recurring() == 0

@@ -15,7 +15,9 @@ import pytest
 
 from storage_adapters import (
     ClaimedJob,
+    InvalidArgumentError,
     InvalidIdentifierError,
+    InvalidRecordError,
     JobState,
     LockLease,
     NewJob,
@@ -117,7 +119,7 @@ def test_bulk_add_of_many_jobs(storage: Storage) -> None:
 def test_bad_ids_reject_the_whole_call(storage: Storage, bad_ids: list[str]) -> None:
     # Given an empty store
     # When a call carries a duplicate or invalid id
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidRecordError if bad_ids == ["ok", "ok"] else InvalidIdentifierError):
         storage.add_jobs([job(i, storage.now()) for i in bad_ids])
     # Then nothing at all was written
     assert sum(storage.count_by_state().values()) == 0
@@ -133,7 +135,7 @@ def test_invalid_id_error_names_the_problem(storage: Storage) -> None:
 def test_a_due_time_that_is_not_a_finite_number_is_refused(
     storage: Storage, due_at: object
 ) -> None:
-    with pytest.raises(ValueError, match="due_at"):
+    with pytest.raises(InvalidArgumentError, match="due_at"):
         storage.add_jobs([job("ok", storage.now()), job("bad", due_at)])  # type: ignore[arg-type]
     assert sum(storage.count_by_state().values()) == 0
 
@@ -180,7 +182,7 @@ def test_next_due_at_peeks_the_earliest_scheduled(storage: Storage) -> None:
 
 
 def test_limit_must_be_positive(storage: Storage) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError, match="limit"):
         storage.fetch_due_ids(0)
 
 
@@ -314,7 +316,7 @@ def test_an_envelope_built_at_accept_comes_back_with_every_claim(storage: Storag
 
 
 def test_an_empty_envelope_is_refused(storage: Storage) -> None:
-    with pytest.raises(ValueError, match="envelope"):
+    with pytest.raises(InvalidRecordError, match="envelope"):
         storage.add_jobs([NewJob("a", "t", "{}", storage.now(), "")])
     assert storage.get_job("a") is None
 

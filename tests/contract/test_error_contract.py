@@ -1,0 +1,105 @@
+"""Every adapter refuses bad input with an error of the storage tree, never a bare ``ValueError``
+or ``KeyError``, and writes nothing.
+
+Each error is also the builtin it replaced (``InvalidArgumentError`` is a ``ValueError``,
+``RecordNotFoundError`` a ``KeyError``), so a caller that caught the builtin keeps working; these
+tests hold every adapter to the precise class, so a caller can rely on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from storage_adapters import (
+    InvalidArgumentError,
+    InvalidRecordError,
+    NewJob,
+    NewRecurring,
+    RecordExistsError,
+    RecordNotFoundError,
+    SaveMode,
+    Storage,
+    StorageError,
+)
+
+
+def recurring(rid: str = "r", *, payload: object = "{}", enabled: object = True) -> NewRecurring:
+    return NewRecurring(
+        id=rid,
+        task="tasks.report",
+        payload=payload,  # type: ignore[arg-type]
+        schedule='{"cron": "* * * * *", "timezone": "UTC"}',
+        enabled=enabled,  # type: ignore[arg-type]
+        next_run_at=None,
+    )
+
+
+def new_job(job_id: str = "a", *, task: str = "tasks.add", payload: object = "{}") -> NewJob:
+    return NewJob(id=job_id, task=task, payload=payload, due_at=0.0)  # type: ignore[arg-type]
+
+
+BAD_ARGUMENTS: dict[str, tuple[Callable[[Storage], object], str]] = {
+    "job offset": (lambda s: s.list_jobs(None, 10, offset=-1), "offset"),
+    "job limit": (lambda s: s.list_jobs(None, 0), "limit"),
+    "recurring offset": (lambda s: s.list_recurring(10, offset=-1), "offset"),
+    "recurring limit": (lambda s: s.list_recurring(0), "limit"),
+    "due limit": (lambda s: s.fetch_due_ids(0), "limit"),
+    "lock lease": (lambda s: s.acquire_lock("l", "me", 0), "lease"),
+    "save mode": (lambda s: s.save_recurring(recurring(), "replace"), "mode"),  # type: ignore[arg-type]
+    "enabled flag": (lambda s: s.set_recurring_enabled("r", 1, None), "enabled"),  # type: ignore[arg-type]
+    "due time": (lambda s: s.reschedule("a", float("nan")), "due_at"),
+}
+
+BAD_RECORDS: dict[str, tuple[Callable[[Storage], object], str]] = {
+    "duplicate id": (lambda s: s.add_jobs([new_job("a"), new_job("a")]), "twice"),
+    "empty task": (lambda s: s.add_jobs([new_job(task="")]), "task name"),
+    "job payload": (lambda s: s.add_jobs([new_job(payload=b"{}")]), "payload"),
+    "recurring payload": (lambda s: s.save_recurring(recurring(payload=1), "create"), "payload"),
+    "recurring enabled": (lambda s: s.save_recurring(recurring(enabled=1), "create"), "enabled"),
+}
+
+
+def nothing_stored(storage: Storage) -> bool:
+    return sum(storage.count_by_state().values()) == 0 and storage.count_recurring() == 0
+
+
+@pytest.mark.parametrize("case", list(BAD_ARGUMENTS))
+def test_a_bad_argument_raises_invalid_argument_error(storage: Storage, case: str) -> None:
+    call, named = BAD_ARGUMENTS[case]
+    # When an argument is out of range, Then the tree's error names it
+    with pytest.raises(InvalidArgumentError, match=named) as raised:
+        call(storage)
+    # And it is a StorageError and still the ValueError it used to be
+    assert isinstance(raised.value, StorageError) and isinstance(raised.value, ValueError)
+    assert nothing_stored(storage)
+
+
+@pytest.mark.parametrize("case", list(BAD_RECORDS))
+def test_a_bad_record_raises_invalid_record_error(storage: Storage, case: str) -> None:
+    call, named = BAD_RECORDS[case]
+    with pytest.raises(InvalidRecordError, match=named) as raised:
+        call(storage)
+    assert isinstance(raised.value, StorageError) and isinstance(raised.value, ValueError)
+    assert nothing_stored(storage)
+
+
+@pytest.mark.parametrize(
+    ("mode", "error", "existing"),
+    [("update", RecordNotFoundError, False), ("create", RecordExistsError, True)],
+)
+def test_a_refused_save_mode_raises_a_record_error(
+    storage: Storage, mode: SaveMode, error: type[KeyError], existing: bool
+) -> None:
+    # Given a recurring job that exists or not
+    if existing:
+        storage.save_recurring(recurring(), "create")
+    # When the save's mode refuses
+    with pytest.raises(error, match="recurring job 'r'") as raised:
+        storage.save_recurring(recurring(payload='{"changed": 1}'), mode)
+    # Then the error is of the tree and still a KeyError, and the row is unchanged
+    assert isinstance(raised.value, StorageError) and isinstance(raised.value, KeyError)
+    record = storage.get_recurring("r")
+    assert (record is not None) == existing
+    assert record is None or record.payload == "{}"

@@ -14,7 +14,7 @@ from storage_adapters import Storage, StorageError
 
 __all__ = ["StorageClock"]
 
-logger = logging.getLogger("parallel_scheduler.clock")
+logger = logging.getLogger(__name__)
 
 
 class StorageClock:

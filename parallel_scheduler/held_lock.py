@@ -17,7 +17,7 @@ from storage_adapters import LockLease, Storage, StorageError
 
 __all__ = ["HeldLock", "acquire"]
 
-logger = logging.getLogger("parallel_scheduler.lock")
+logger = logging.getLogger(__name__)
 SAFETY_MARGIN = 0.1  # of the lease: stop acting a little before the storage says it ends
 
 

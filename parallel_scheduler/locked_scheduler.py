@@ -37,7 +37,7 @@ from .settings import Settings
 
 __all__ = ["LockedScheduler", "default_owner"]
 
-logger = logging.getLogger("parallel_scheduler.loop")
+logger = logging.getLogger(__name__)
 #: The longest sleep after failing passes; never more than one lock lease (see the docstring).
 MAX_BACKOFF = 30.0
 

@@ -29,7 +29,7 @@ from .triggers import Schedule, plan_firing
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 
-logger = logging.getLogger("parallel_scheduler.recurring_scheduler")
+logger = logging.getLogger(__name__)
 
 
 @dataclass

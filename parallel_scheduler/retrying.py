@@ -33,7 +33,7 @@ from .errors import LeaseLost
 __all__ = ["call_dispatcher", "call_storage"]
 
 T = TypeVar("T")
-logger = logging.getLogger("parallel_scheduler.retrying")
+logger = logging.getLogger(__name__)
 
 
 def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:

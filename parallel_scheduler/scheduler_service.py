@@ -23,7 +23,7 @@ from .settings import Settings
 
 __all__ = ["SchedulerService"]
 
-logger = logging.getLogger("parallel_scheduler.scheduler_service")
+logger = logging.getLogger(__name__)
 #: How long ``stop()`` waits for the passes in flight to end. A pass ends once its batch in
 #: flight is sent and marked, which can outlast a lock lease (the lock is renewed meanwhile), so
 #: the wait is not tied to the lease: at least this long, or one lease if that is longer.

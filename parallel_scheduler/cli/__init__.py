@@ -29,7 +29,7 @@ from .status import status_report
 
 __all__ = ["build_parser", "main", "status_report"]
 
-logger = logging.getLogger("parallel_scheduler.cli")
+logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:

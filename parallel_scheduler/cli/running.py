@@ -19,6 +19,8 @@ from .options import GLOBAL_SETTINGS, add_setting_options, overrides
 
 __all__ = ["add_commands"]
 
+logger = logging.getLogger(__name__)
+
 
 def add_commands(commands: Any) -> None:
     run = commands.add_parser("run", help="run the scheduler process")
@@ -64,9 +66,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     announce_storage(integration.settings)
     service = integration.make_service()
     try:
-        logging.getLogger("parallel_scheduler").info(
-            "scheduler %s starting with %s", service.owner, service.settings.describe()
-        )
+        logger.info("scheduler %s starting with %s", service.owner, service.settings.describe())
         if ns.once:
             return run_one_pass(service)
         service.run()

@@ -32,7 +32,7 @@ from .workload import BrokerQueue, CountingDispatcher, RecordingDispatcher, make
 
 __all__ = ["PREFIX_STEM", "CellResult", "Target", "run_cell"]
 
-logger = logging.getLogger("parallel_scheduler.profiling")
+logger = logging.getLogger(__name__)
 #: Every cell's storage prefix is ``prof_<run id>_<batch size>_<parallelism>``.
 PREFIX_STEM = "prof_"
 ADD_CHUNK = 1000

@@ -38,9 +38,10 @@ import redis
 from harness.brokers import is_redis
 from harness.burst_report import figures, markdown_report
 from harness.measure import ResourceMonitor, process_groups
+from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles, wait_for_completion
 from harness.peers import PEERS, SYSTEMS
-from harness.report import conclude, environment, options, refuse_existing
+from harness.report import conclude, environment, options
 from harness.systems import BurstConfig, ParallelScheduler, RunContext, System
 from harness.workloads import plan_jobs, schedule_concurrently
 
@@ -175,24 +176,28 @@ def _peers(value: str) -> list[str]:
     return chosen
 
 
+CHOICES = [
+    ("--release-mode", ("per_job", "batch"), "how due jobs are claimed"),
+    ("--dispatcher", ("send_task", "fast_publish"),
+     "fast_publish: one round trip per chunk to a Redis broker (RedisPublisher)"),
+    ("--pool", ("prefork", "solo"),
+     "prefork: one celery worker with --workers children; solo: --workers solo workers"),
+]  # fmt: skip
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=50_000)
     p.add_argument("--callers", type=int, default=60, help="concurrent scheduling threads")
     p.add_argument("--call-size", type=int, default=833, help="jobs per schedule_many call")
     p.add_argument("--storage-url", default="redis://127.0.0.1:6379/0")
-    p.add_argument("--broker-url", default="redis://127.0.0.1:6379/0")
+    add_broker(p, "redis://127.0.0.1:6379/0")
     p.add_argument("--results-url", help="Redis for the execution list (default: the broker)")
-    p.add_argument("--release-mode", choices=("per_job", "batch"), default="per_job")
     p.add_argument("--parallelism", type=int, default=10, help="max_degree_of_parallelism")
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--poll-interval", type=float, default=1.0)
-    p.add_argument(
-        "--dispatcher",
-        choices=("send_task", "fast_publish"),
-        default="send_task",
-        help="fast_publish: one round trip per chunk to a Redis broker (RedisPublisher)",
-    )
+    for flag, choices, meaning in CHOICES:  # the first choice is the default
+        p.add_argument(flag, choices=choices, default=choices[0], help=meaning)
     p.add_argument(
         "--accept-time-messages",
         action="store_true",
@@ -200,29 +205,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(with Redis storage on the broker's server, each batch is then released by one script)",
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes")
-    p.add_argument(
-        "--pool",
-        choices=("prefork", "solo"),
-        default="prefork",
-        help="prefork: one celery worker with --workers children; solo: --workers solo workers",
-    )
-    p.add_argument(
-        "--caller-pool", type=int, default=10, help="storage connections the callers share"
-    )
+    p.add_argument("--caller-pool", type=int, default=10, help="storage connections callers share")
     p.add_argument("--lead", type=float, help="seconds from planning to the due instant")
     p.add_argument("--spread", type=float, default=0.0, help="spread due times over S seconds")
-    p.add_argument("--payload-bytes", type=int, default=64, help="size of each job's token")
-    p.add_argument("--seed", type=int, default=20261130)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--warmup-jobs", type=int, default=2000)
     p.add_argument("--repetitions", type=int, default=3)
-    p.add_argument("--timeout", type=float, default=600.0, help="per repetition, for the burst")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds to wait for late duplicates")
     p.add_argument("--peers", type=_peers, default=[], help=f"'all' or some of {','.join(PEERS)}")
-    p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
+    add_run_options(p, timeout=600.0, timeout_help="per repetition, for the burst")
     p.add_argument("--markdown", type=Path, help="Markdown report (never overwritten)")
-    ns = p.parse_args(argv)
-    refuse_existing(p, ns.out, ns.markdown)
+    ns = parse_checked(p, argv, redis_broker=False, outputs=("out", "markdown"))
     if min(ns.jobs, ns.callers, ns.call_size, ns.workers, ns.repetitions) < 1:
         p.error("--jobs, --callers, --call-size, --workers and --repetitions must be >= 1")
     if not is_redis(ns.broker_url) and (

@@ -49,9 +49,10 @@ from harness.brokers import delete_celery_queue, queue_length
 from harness.delayed_calls import MILLION, run_plain
 from harness.measure import MIB, PeakSampler, settled_rss
 from harness.memory_report import summary
+from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles
 from harness.processes import ready_count, start_process, stop_process, wait_until
-from harness.report import conclude, environment, options, refuse_existing
+from harness.report import conclude, environment, options
 from harness.service_process import ServiceConfig, ServiceProcess
 from harness.systems import BurstConfig, RunContext, scenario_environment
 from harness.waiting_jobs import specs, storage_footprint, store_waiting
@@ -206,11 +207,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         help=f"repeatable; default: {' and '.join(DEFAULT_STORAGES)}",
     )
-    p.add_argument(
-        "--broker-url",
-        default="redis://127.0.0.1:6379/5",
-        help="a Redis broker; only this run's queues and keys are created and removed",
-    )
+    add_broker(p)
     p.add_argument("--jobs", type=int, default=MILLION, help="waiting jobs stored")
     p.add_argument("--chunk", type=int, default=2000, help="jobs per schedule_many call")
     p.add_argument("--callers", type=int, default=4, help="threads storing them")
@@ -218,19 +215,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-passes", type=int, default=5)
     p.add_argument("--passes", type=int, default=30, help="scheduler passes with the jobs waiting")
     p.add_argument("--plain-celery-jobs", type=int, default=100_000, help="0 skips plain Celery")
-    p.add_argument("--payload-bytes", type=int, default=64, help="size of each job's token")
     p.add_argument("--window", type=float, default=2.0, help="seconds per RSS reading")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per wait")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds to wait for duplicates")
-    p.add_argument("--seed", type=int, default=20261130)
-    p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
-    ns = p.parse_args(argv)
+    add_run_options(p, timeout=900.0, timeout_help="seconds per wait")
+    ns = parse_checked(p, argv)
     ns.storage_url = ns.storage_url or list(DEFAULT_STORAGES)
-    refuse_existing(p, ns.out)
     if min(ns.jobs, ns.chunk, ns.callers, ns.probes, ns.passes) < 1 or ns.plain_celery_jobs < 0:
         p.error("--jobs, --chunk, --callers, --probes, --passes must be >= 1")
-    if not ns.broker_url.startswith(("redis://", "rediss://", "unix://")):
-        p.error("--broker-url must be a Redis URL")
     return ns
 
 

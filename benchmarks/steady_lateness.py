@@ -60,16 +60,14 @@ from harness.lateness import (
     RssTimeline,
     Window,
     clock_offset,
-    lateness,
+    figures,
     machine_cpu,
-    pass_figures,
-    sent_rate,
-    timeline,
 )
-from harness.measure import MIB, ResourceMonitor, process_groups
+from harness.measure import ResourceMonitor, process_groups
+from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles
 from harness.oracles import wait_for_completion as wait_for_executions
-from harness.report import conclude, environment, options, refuse_existing
+from harness.report import conclude, environment, options
 from harness.service_system import ServiceScheduler as SteadyScheduler
 from harness.steady_report import TARGET_P99_MS, summary
 from harness.systems import BurstConfig, RunContext
@@ -160,33 +158,9 @@ def measure(
     }
     if any(found.values()) or problems:
         return record  # the oracles come first: no figure of a failed run
-    started = [(task_id, at + offset) for task_id, at, _ in runs]
-    cpu = monitor.cpu_by_phase()
-    measured = sum(phases["retained"] for phases in cpu.values())
-    retained_rss = memory.between(window.start - offset, window.end - offset)
-    record["figures"] = {
-        "due_to_sent_ms": lateness(planned, system.log.sent, window),
-        "due_to_started_ms": lateness(planned, started, window),
-        "retained_jobs": sum(1 for job in planned if window.holds(job.due_at)),
-        "schedule_jobs_per_s": round(scheduling.created / (scheduling.ended - scheduling.started)),
-        "scheduler_cpu_seconds": cpu["scheduler"]["retained"],
-        "scheduler_cpu_percent_of_one_core": round(
-            100 * cpu["scheduler"]["retained"] / ns.duration, 1
-        ),
-        "sent_per_s_in_window": sent_rate(system.log.sent, window),
-        "machine_cpu_seconds": machine,
-        "machine_cpu_seconds_available": round((os.cpu_count() or 1) * ns.duration, 1),
-        "cpu_seconds_other_processes": round(machine["processes"] - measured, 1),
-        "scheduler_rss_mib": {
-            "start": round(retained_rss[0] / MIB, 1) if retained_rss else None,
-            "end": round(retained_rss[-1] / MIB, 1) if retained_rss else None,
-            "max": round(max(retained_rss) / MIB, 1) if retained_rss else None,
-        },
-        "passes": pass_figures(system.log, window, offset),
-        "timeline": timeline(planned, system.log.sent, window, ns.bin_seconds),
-        "cpu_seconds_by_phase": cpu,
-        "peak_pss_mib": monitor.peak_memory_mib(),
-    }
+    record["figures"] = figures(
+        planned, scheduling, runs, system.log, window, offset, monitor, memory, machine, ns
+    )
     return record
 
 
@@ -215,11 +189,7 @@ def run_once(ns: argparse.Namespace, cfg: BurstConfig, label: str) -> dict[str, 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--storage-url", default="postgresql://postgres@127.0.0.1:5432/test")
-    p.add_argument(
-        "--broker-url",
-        default="redis://127.0.0.1:6379/5",
-        help="a Redis broker; only this run's queue and keys are created and removed",
-    )
+    add_broker(p)
     p.add_argument("--results-url", help="Redis for the execution list (default: the broker)")
     p.add_argument("--rate", type=float, default=1000.0, help="due jobs per second")
     p.add_argument("--duration", type=float, default=60.0, help="seconds retained")
@@ -239,18 +209,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--callers", type=int, default=8, help="threads scheduling ahead")
     p.add_argument("--call-size", type=int, default=1000, help="jobs per schedule_many call")
     p.add_argument("--lead", type=float, help="seconds to the first due time (default: auto)")
-    p.add_argument("--payload-bytes", type=int, default=64, help="size of each job's token")
     p.add_argument("--bin-seconds", type=float, default=10.0, help="timeline bin width")
-    p.add_argument("--seed", type=int, default=20261130)
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to drain after the end")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds to wait for duplicates")
-    p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
-    ns = p.parse_args(argv)
-    refuse_existing(p, ns.out)
+    add_run_options(p, timeout=600.0, timeout_help="seconds to drain after the end")
+    ns = parse_checked(p, argv)
     if ns.rate <= 0 or ns.duration <= 0 or ns.warmup_seconds < 0 or ns.repetitions < 1:
         p.error("--rate and --duration must be > 0, --warmup-seconds >= 0, --repetitions >= 1")
-    if not ns.broker_url.startswith(("redis://", "rediss://", "unix://")):
-        p.error("--broker-url must be a Redis URL")
     return ns
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from typing import Any
 from .brokers import delete_celery_queue, queue_length
 from .celery_apps import NOOP_TASK, build_celery_app, read_stats
 from .measure import MIB, PeakSampler, settled_rss
-from .processes import BENCHMARKS, wait_for, worker_environment
+from .processes import start_process, stop_process, wait_for, worker_environment
 
 __all__ = ["COUNTDOWN", "MILLION", "Result", "run_plain", "run_scenario"]
 
@@ -57,20 +56,12 @@ def running_worker(
         "--without-heartbeat", "--loglevel=WARNING", f"--hostname=wm-{env['BENCH_QUEUE']}@%h",
         *(["--parallel-scheduler"] if plugin else []),
     ]  # fmt: skip
-    log_path = folder / "worker.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=BENCHMARKS, env=env, stdout=log, stderr=log)
+    process = start_process(command, env, folder / "worker.log")
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                # A warm shutdown hands every prefetched message back to the broker first.
-                process.wait(timeout=300)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        # A warm shutdown hands every prefetched message back to the broker first.
+        stop_process(process, timeout=300)
 
 
 def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:

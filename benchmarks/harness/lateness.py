@@ -4,7 +4,9 @@ storage clock's offset from this machine's."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -13,15 +15,16 @@ from typing import Any
 
 import psutil
 
-from .measure import rss
+from .measure import MIB, ResourceMonitor, rss
 from .report import ms_summary
 from .service_process import ServiceLog
-from .workloads import PlannedJob
+from .workloads import PlannedJob, Scheduling
 
 __all__ = [
     "RssTimeline",
     "Window",
     "clock_offset",
+    "figures",
     "lateness",
     "machine_cpu",
     "pass_figures",
@@ -157,4 +160,46 @@ def pass_figures(log: ServiceLog, window: Window, offset: float) -> dict[str, An
         "jobs_released_per_pass": round(sum(p[4] for p in held) / max(1, len(held)), 1),
         "pass_duration_ms": _ms([p[1] for p in held]),
         "idle_between_passes_ms": _ms(gaps),
+    }
+
+
+def figures(
+    planned: list[PlannedJob],
+    scheduling: Scheduling,
+    runs: list[tuple[str, float, float | None]],
+    log: ServiceLog,
+    window: Window,
+    offset: float,
+    monitor: ResourceMonitor,
+    memory: RssTimeline,
+    machine: dict[str, float],
+    ns: argparse.Namespace,
+) -> dict[str, Any]:
+    """The figures of one run that passed its oracles (times moved to the storage clock)."""
+    started = [(task_id, at + offset) for task_id, at, _ in runs]
+    cpu = monitor.cpu_by_phase()
+    measured = sum(phases["retained"] for phases in cpu.values())
+    retained_rss = memory.between(window.start - offset, window.end - offset)
+    return {
+        "due_to_sent_ms": lateness(planned, log.sent, window),
+        "due_to_started_ms": lateness(planned, started, window),
+        "retained_jobs": sum(1 for job in planned if window.holds(job.due_at)),
+        "schedule_jobs_per_s": round(scheduling.created / (scheduling.ended - scheduling.started)),
+        "scheduler_cpu_seconds": cpu["scheduler"]["retained"],
+        "scheduler_cpu_percent_of_one_core": round(
+            100 * cpu["scheduler"]["retained"] / ns.duration, 1
+        ),
+        "sent_per_s_in_window": sent_rate(log.sent, window),
+        "machine_cpu_seconds": machine,
+        "machine_cpu_seconds_available": round((os.cpu_count() or 1) * ns.duration, 1),
+        "cpu_seconds_other_processes": round(machine["processes"] - measured, 1),
+        "scheduler_rss_mib": {
+            "start": round(retained_rss[0] / MIB, 1) if retained_rss else None,
+            "end": round(retained_rss[-1] / MIB, 1) if retained_rss else None,
+            "max": round(max(retained_rss) / MIB, 1) if retained_rss else None,
+        },
+        "passes": pass_figures(log, window, offset),
+        "timeline": timeline(planned, log.sent, window, ns.bin_seconds),
+        "cpu_seconds_by_phase": cpu,
+        "peak_pss_mib": monitor.peak_memory_mib(),
     }

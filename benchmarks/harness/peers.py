@@ -20,6 +20,11 @@ from .workloads import PlannedJob
 __all__ = ["PEERS", "SYSTEMS"]
 
 
+def _need_redis(peer: str, broker_url: str) -> None:
+    if not is_redis(broker_url):
+        raise SystemExit(f"burst: {peer} needs a Redis broker URL")
+
+
 # -- plain Celery: send_task with a countdown ------------------------------------------------------
 
 
@@ -60,8 +65,7 @@ class RqScheduler(System):
     def start(self, ctx: RunContext) -> None:
         from rq import Queue
 
-        if not is_redis(self.cfg.broker_url):
-            raise SystemExit("burst: rq needs a Redis broker URL")
+        _need_redis("rq", self.cfg.broker_url)
         self._redis = redis.Redis.from_url(self.cfg.broker_url)
         self._queue = Queue(ctx.queue, connection=self._redis)
         self._ids: list[str] = []
@@ -124,8 +128,7 @@ class Huey(System):
     def start(self, ctx: RunContext) -> None:
         from .peer_apps import make_huey
 
-        if not is_redis(self.cfg.broker_url):
-            raise SystemExit("burst: huey needs a Redis broker URL")
+        _need_redis("huey", self.cfg.broker_url)
         self._huey, self._task = make_huey(ctx.queue, self.cfg.broker_url)
         env = scenario_environment(ctx, self.cfg, BENCH_HUEY="1")
         # One consumer: its scheduler thread plus --workers worker processes.

@@ -15,9 +15,10 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 STATE = Path(os.environ.get("PARALLEL_SCHEDULER_SERVICES_DIR", "/tmp/parallel-scheduler-services"))
 PIDS = STATE / "pids"
@@ -102,22 +103,27 @@ def _rabbitmq_answers(url: str) -> bool:
     return True
 
 
-def _throwaway(kind: str, port: int, build: object, extra_ports: tuple[int, ...] = ()) -> str:
-    """Start one server with the launcher on its fixed port (reusing one a previous ``start``
+def _throwaway(
+    kind: str,
+    url: str,
+    answers: Callable[[str], bool],
+    build: Callable[[Path], Any],
+    ports: tuple[int, ...],
+) -> str:
+    """Start one server with the launcher on its fixed ports (reusing one a previous ``start``
     left answering there), record its pids for ``stop``, and return its URL."""
     servers = launcher()
-    folder = STATE / kind
-    try:
-        server = build(folder)  # type: ignore[operator]
-    except servers.MissingBinaryError:
-        _fail(MISSING[kind])
-    if not servers.port_free(port):
-        if server.answers():
-            return str(server.url)
-        _fail(f"port {port} is taken by something else")
-    for taken in extra_ports:
+    if not servers.port_free(ports[0]):
+        if answers(url):
+            return url
+        _fail(f"port {ports[0]} is taken by something else")
+    for taken in ports[1:]:
         if not servers.port_free(taken):
             _fail(f"port {taken}, needed by the throwaway RabbitMQ, is taken by something else")
+    try:
+        server = build(STATE / kind)
+    except servers.MissingBinaryError:
+        _fail(MISSING[kind])
     try:
         server.start()
     except (RuntimeError, TimeoutError) as exc:
@@ -126,15 +132,16 @@ def _throwaway(kind: str, port: int, build: object, extra_ports: tuple[int, ...]
         STATE.mkdir(parents=True, exist_ok=True)
         with PIDS.open("a") as f:
             f.writelines(f"{pid}\n" for pid in server.pids())
-    return str(server.url)
+    return url
 
 
-def _fresh(folder: Path) -> Path:
+def _fresh(folder: Path, owner: str | None = None) -> Path:
+    """An empty data folder; ``owner`` must be able to reach it (PostgreSQL runs as postgres)."""
     if folder.exists():
         shutil.rmtree(folder)
     STATE.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        shutil.chown(STATE, "postgres")
+    if owner is not None and os.geteuid() == 0:
+        shutil.chown(STATE, owner)
     return folder
 
 
@@ -142,8 +149,10 @@ def start_postgresql() -> str:
     servers = launcher()
     return _throwaway(
         "postgresql",
-        THROWAWAY_PG_PORT,
-        lambda folder: servers.PostgresServer(_fresh(folder), THROWAWAY_PG_PORT),
+        f"postgresql+psycopg://postgres@127.0.0.1:{THROWAWAY_PG_PORT}/postgres",
+        _postgresql_answers,
+        lambda folder: servers.PostgresServer(_fresh(folder, "postgres"), THROWAWAY_PG_PORT),
+        (THROWAWAY_PG_PORT,),
     )
 
 
@@ -151,8 +160,10 @@ def start_redis() -> str:
     servers = launcher()
     return _throwaway(
         "redis",
-        THROWAWAY_REDIS_PORT,
+        f"redis://127.0.0.1:{THROWAWAY_REDIS_PORT}/0",
+        _redis_answers,
         lambda folder: servers.RedisServer(folder, THROWAWAY_REDIS_PORT),
+        (THROWAWAY_REDIS_PORT,),
     )
 
 
@@ -160,7 +171,8 @@ def start_rabbitmq() -> str:
     servers = launcher()
     return _throwaway(
         "rabbitmq",
-        THROWAWAY_RABBITMQ_PORT,
+        f"amqp://guest:guest@127.0.0.1:{THROWAWAY_RABBITMQ_PORT}//",
+        _rabbitmq_answers,
         lambda folder: servers.RabbitMQServer(
             _fresh(folder),
             THROWAWAY_RABBITMQ_PORT,
@@ -168,7 +180,7 @@ def start_rabbitmq() -> str:
             epmd_port=THROWAWAY_EPMD_PORT,
             node=THROWAWAY_RABBITMQ_NODE,
         ),
-        (THROWAWAY_RABBITMQ_DIST_PORT, THROWAWAY_EPMD_PORT),
+        (THROWAWAY_RABBITMQ_PORT, THROWAWAY_RABBITMQ_DIST_PORT, THROWAWAY_EPMD_PORT),
     )
 
 

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from celery import Celery
 from harness.amqp import delete_queue, drain_ids, queue_count
 from harness.brokers import queued_ids
+from harness.celery_apps import build_celery_app
 from harness.report import load_average, refuse_existing, write_once
 
 import storage_adapters
@@ -83,7 +83,7 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def dispatcher_for(kind: str, app: Celery) -> Dispatcher:
+def dispatcher_for(kind: str, app: Any) -> Dispatcher:
     if kind == "send_task":
         return CeleryDispatcher(app)
     if kind == "fast":
@@ -128,8 +128,7 @@ def one_run(args: argparse.Namespace, path: str, seed: int) -> tuple[float, floa
     queue = f"ps-bench-{'amqp-' if args.broker == 'amqp' else ''}{prefix}"
     storage = storage_adapters.from_url(args.storage_url, prefix=prefix, pool_size=args.parallelism)
     storage.setup()
-    app = Celery("bench", broker=args.broker_url)
-    app.conf.task_serializer = "json"
+    app = build_celery_app(args.broker_url, queue, name="bench", isolated=False)
     dispatcher = dispatcher_for(kind, app)
     try:
         maker = dispatcher if envelopes else None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from storage_adapters import JobState
 
 from .client import Client, ScheduleResult
 from .delayed_scheduler import DelayedJobScheduler
-from .dispatchers import CallableDispatcher, CeleryDispatcher, Dispatcher
+from .dispatchers import CallableDispatcher, Dispatcher
 from .errors import (
     ConfigurationError,
     DispatchError,
@@ -20,6 +22,9 @@ from .errors import (
 from .jobs import Job, JobSpec
 from .settings import Settings
 from .stats import Outcome, PassStats
+
+if TYPE_CHECKING:
+    from .celery.publish.send_task import CeleryDispatcher
 
 __version__ = "0.1.0"
 
@@ -46,3 +51,13 @@ __all__ = [
     "StorageUnavailableError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``CeleryDispatcher`` lives in the Celery wing (``parallel_scheduler.celery.publish``); it
+    loads on first use, so importing the core never imports Celery's integration."""
+    if name == "CeleryDispatcher":
+        from .celery.publish.send_task import CeleryDispatcher
+
+        return CeleryDispatcher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,10 +21,10 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from storage_adapters import ClaimedJob, ListReleasingStorage, Storage
+from storage_adapters import ClaimedJob, Storage
 
 from .dispatchers import Dispatcher
-from .envelopes import direct_list_db
+from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
 from .release import ReleaseListener, Releaser
@@ -60,6 +60,7 @@ class DelayedJobScheduler(LockedScheduler):
         self._releaser = Releaser(
             storage, dispatcher, self._clock, self.settings.lock_lease, listeners
         )
+        self._script_release = script_release_for(storage, dispatcher)
         self._list_db: int | None = None
         self._list_db_known = False
 
@@ -73,8 +74,9 @@ class DelayedJobScheduler(LockedScheduler):
 
     def _pass(self, held: HeldLock, stats: PassStats) -> None:
         self._releaser.start_pass()
-        if not self._list_db_known and self.settings.release_mode == "batch":
-            self._list_db = call_storage(lambda: direct_list_db(self.storage, self._dispatcher))
+        script = self._script_release
+        if not self._list_db_known and script is not None and self.settings.release_mode == "batch":
+            self._list_db = call_storage(script.list_db)
             self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         while self._keep_going(held) and not self._releaser.halted:
@@ -93,11 +95,9 @@ class DelayedJobScheduler(LockedScheduler):
         lease = self.settings.lock_lease
         moved: list[ClaimedJob] = []
         claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
-        if self._list_db is not None and isinstance(self.storage, ListReleasingStorage):
-            db, storage = self._list_db, self.storage
-            moved, claims = call_storage(
-                lambda: storage.release_to_lists(batch_size, held.lease, lease, db)
-            )
+        if self._list_db is not None and self._script_release is not None:
+            db, script = self._list_db, self._script_release
+            moved, claims = call_storage(lambda: script.release(batch_size, held.lease, lease, db))
             self._releaser.notify(moved)
         else:
             claims = call_storage(lambda: self.storage.claim_due(batch_size, held.lease, lease))

@@ -1,4 +1,5 @@
-"""The hand-off of a due job to the worker system: the ``Dispatcher`` protocol and implementations.
+"""The hand-off of a due job to the worker system: the ``Dispatcher`` protocol, and what serves any
+worker system. Celery's dispatchers live in ``parallel_scheduler.celery.publish``.
 
 A dispatcher sends; it never touches storage. The scheduler marks a job Enqueued only after its
 dispatcher returned, so a dispatcher that raises leaves the job Scheduled.
@@ -7,7 +8,6 @@ dispatcher returned, so a dispatcher that raises leaves the job Scheduled.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 from storage_adapters import ClaimedJob
@@ -18,7 +18,6 @@ from .jobs import decode_payload
 __all__ = [
     "BatchDispatchError",
     "CallableDispatcher",
-    "CeleryDispatcher",
     "Dispatcher",
     "KeepGoing",
     "always",
@@ -83,50 +82,3 @@ class CallableDispatcher:
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         dispatch_each(self, jobs, keep_going)
-
-
-def celery_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Our stored routing options as ``send_task`` keyword arguments."""
-    out = dict(options)
-    expires = out.get("expires")
-    if isinstance(expires, (int, float)):
-        out["expires"] = datetime.fromtimestamp(expires, tz=timezone.utc)
-    return out
-
-
-class CeleryDispatcher:
-    """Sends through ``app.send_task`` on the app's real broker, with the job id as the task id.
-
-    So ``AsyncResult(job_id)`` works, and a second delivery of one job carries the same task id,
-    which makes duplicates detectable (and skippable) on the worker side.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    def _send(self, job: ClaimedJob, producer: Any = None) -> None:
-        args, kwargs, options = decode_payload(job.payload)
-        self.app.send_task(
-            job.task,
-            args=args,
-            kwargs=kwargs,
-            task_id=job.id,
-            producer=producer,
-            **celery_options(options),
-        )
-
-    def dispatch(self, job: ClaimedJob) -> None:
-        self._send(job)
-
-    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
-        """One producer (one broker connection) for the whole chunk instead of one per job."""
-        sent = 0
-        try:
-            with self.app.producer_or_acquire() as producer:
-                for job in jobs:
-                    if not keep_going():
-                        raise lease_lost()
-                    self._send(job, producer)
-                    sent += 1
-        except Exception as exc:
-            raise BatchDispatchError(sent, exc) from exc

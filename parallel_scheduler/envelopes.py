@@ -1,32 +1,89 @@
-"""Broker messages built once, when a job is accepted, and the one-script release they allow.
+"""What the release path knows about a job, in one place: the envelope codec, the release facts
+read from a payload, and the one-script release they allow.
 
-A dispatcher that can build a job's broker message ahead of time (an ``EnvelopeMaker``) lets the
-client store it with the job, so the release path does no serialisation at all. When, besides,
-that broker keeps its queues as lists on the very Redis server that stores the jobs (a
-``ListBroker`` whose server a ``ListReleasingStorage`` shares), a due batch moves from the
-schedule onto the broker's lists in one server-side script: pushed and Enqueued together, with
-no window in which a crash could send a job twice.
+**The envelope** is a job's broker message built once, when the job is accepted, by a dispatcher
+that can (an ``EnvelopeMaker``): ``<list key>\\n<message>``, the Redis list the message goes
+onto, a newline, then the message text. ``encode_envelope``/``decode_envelope`` are the Python
+side's only reading and writing of that format; ``storage_adapters/lua/release_to_lists.lua``
+must split it on the server itself (it cannot call Python) and names this module as its
+reference. Storage keeps an envelope opaque and hands it back with the claim.
+
+**The release facts** of a job (its arguments, options and expiry) come from its payload through
+``release_facts``, the one reader the release path and the publishers share.
+
+**The one-script release**: when the broker keeps its queues as lists on the very Redis server
+that stores the jobs (a ``ListBroker`` whose server a ``ListReleasingStorage`` shares), a due
+batch moves from the schedule onto the broker's lists in one server-side script: pushed and
+Enqueued together, with no window in which a crash could send a job twice. ``script_release_for``,
+``stores_envelopes`` and ``envelope_maker_for`` are the one place that looks at the
+storage/dispatcher pair to decide; ``parallel_scheduler.celery.wiring`` applies them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
-from storage_adapters import ListReleasingStorage, NewJob, Storage
+from storage_adapters import ClaimedJob, ListReleasingStorage, LockLease, NewJob, Storage
 
-__all__ = ["EnvelopeMaker", "ListBroker", "direct_list_db", "with_envelopes"]
+from .jobs import decode_payload
 
-logger = logging.getLogger("parallel_scheduler.envelopes")
+__all__ = [
+    "EnvelopeMaker",
+    "ListBroker",
+    "ReleaseFacts",
+    "ScriptRelease",
+    "decode_envelope",
+    "encode_envelope",
+    "envelope_maker_for",
+    "release_facts",
+    "script_release_for",
+    "stores_envelopes",
+    "with_envelopes",
+]
+
+logger = logging.getLogger(__name__)
+_SEPARATOR = "\n"
+
+
+def encode_envelope(list_key: str, message: str) -> str:
+    """``<list key>\\n<message>``. A list key holds no newline: kombu's keys are queue names,
+    which the job model refuses with control characters in them."""
+    return f"{list_key}{_SEPARATOR}{message}"
+
+
+def decode_envelope(envelope: str) -> tuple[str, str]:
+    """``(list key, message)`` of an envelope made by ``encode_envelope``."""
+    key, _, message = envelope.partition(_SEPARATOR)
+    return key, message
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseFacts:
+    """What releasing a job needs from its payload, decoded once."""
+
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+    #: When the job's message stops being worth delivering (epoch seconds), or ``None``.
+    expires_at: float | None
+
+
+def release_facts(payload: str) -> ReleaseFacts:
+    """The release facts of a stored payload (see ``jobs.JobSpec.encode`` for its format)."""
+    args, kwargs, options = decode_payload(payload)
+    expires = options.get("expires")
+    expires_at = float(expires) if isinstance(expires, (int, float)) else None
+    return ReleaseFacts(args, kwargs, options, expires_at)
 
 
 @runtime_checkable
 class EnvelopeMaker(Protocol):
     def envelope(self, job: NewJob) -> str | None:
-        """The job's broker message as ``<list key>\\n<message>``, or ``None`` when this job
-        must be built at release time (its options need the slow path, or it can expire)."""
+        """The job's broker message (``encode_envelope``), or ``None`` when this job must be
+        built at release time (its options need the slow path, or it can expire)."""
 
 
 @runtime_checkable
@@ -41,14 +98,51 @@ def with_envelopes(jobs: Sequence[NewJob], maker: EnvelopeMaker | None) -> list[
     return [replace(job, envelope=maker.envelope(job)) for job in jobs]
 
 
-def direct_list_db(storage: Storage, dispatcher: object) -> int | None:
-    """The broker database to release into by script, or ``None`` when storage and broker do
-    not share a Redis server (then the batch is claimed, sent and marked as usual)."""
-    if not isinstance(storage, ListReleasingStorage) or not isinstance(dispatcher, ListBroker):
-        return None
-    server, db = dispatcher.list_server()
-    if server != storage.server_identity():
-        logger.info("storage and broker are different Redis servers: releasing by claim and send")
-        return None
-    logger.info("storage and broker share a Redis server: releasing by one script per batch")
-    return db
+class ScriptRelease:
+    """Storage and a list broker that may share a Redis server: ``list_db()`` asks, once a pass
+    can reach them, and ``release`` then moves a due batch by script."""
+
+    def __init__(self, storage: ListReleasingStorage, broker: ListBroker) -> None:
+        self._storage = storage
+        self._broker = broker
+
+    def list_db(self) -> int | None:
+        """The broker database to release into by script, or ``None`` when storage and broker do
+        not share a Redis server (then the batch is claimed, sent and marked as usual)."""
+        server, db = self._broker.list_server()
+        if server != self._storage.server_identity():
+            logger.info(
+                "storage and broker are different Redis servers: releasing by claim and send"
+            )
+            return None
+        logger.info("storage and broker share a Redis server: releasing by one script per batch")
+        return db
+
+    def release(
+        self, limit: int, lock: LockLease, lease: float, list_db: int
+    ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
+        """``(moved, claimed)``: see ``ListReleasingStorage.release_to_lists``."""
+        return self._storage.release_to_lists(limit, lock, lease, list_db)
+
+
+def script_release_for(storage: Storage, dispatcher: object) -> ScriptRelease | None:
+    """The one-script release a storage/dispatcher pair may allow, or ``None`` when it cannot
+    (storage without the script, or a broker that is not a list broker)."""
+    if isinstance(storage, ListReleasingStorage) and isinstance(dispatcher, ListBroker):
+        return ScriptRelease(storage, dispatcher)
+    return None
+
+
+def stores_envelopes(storage: Storage) -> bool:
+    """Whether accept-time messages pay off with this storage: only with storage that releases
+    by script. Any storage keeps an envelope it is given (the contract); but with SQL storage
+    every claim and every mark rewrites the whole row, so a stored message makes the release
+    slower than building it at release (measured; the README has the figures)."""
+    return isinstance(storage, ListReleasingStorage)
+
+
+def envelope_maker_for(storage: Storage, dispatcher: object) -> EnvelopeMaker | None:
+    """Who builds a job's message at accept time for this pair, or ``None``."""
+    if stores_envelopes(storage) and isinstance(dispatcher, EnvelopeMaker):
+        return dispatcher
+    return None

@@ -7,13 +7,12 @@ may then be sent twice, never lost; the job id is the task id, so the worker sid
 
 ``release_claims`` is the unit of that window: it sends what it is given, then marks it, in the
 calling thread. The caller sizes what it hands over (one job per thread in ``per_job`` mode, one
-chunk per thread in ``batch`` mode, see ``delayed.py``), and that size is what a crash or a stall
-can duplicate.
+chunk per thread in ``batch`` mode, see ``delayed_scheduler.py``), and that size is what a crash
+or a stall can duplicate.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from storage_adapters import ClaimedJob, Storage
 
 from .clock import StorageClock
 from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
+from .envelopes import release_facts
 from .errors import LeaseLost
 from .held_lock import HeldLock
 from .retrying import call_dispatcher, call_storage
@@ -31,17 +31,14 @@ from .stats import Outcome
 
 __all__ = ["ReleaseListener", "Releaser"]
 
-logger = logging.getLogger("parallel_scheduler.release")
+logger = logging.getLogger(__name__)
 
 #: Called after a job was sent, with the send time on the storage clock.
 ReleaseListener = Callable[[ClaimedJob, float], None]
 
 
-def _expires_at(job: ClaimedJob) -> float | None:
-    if '"expires"' not in job.payload:  # skip the parse on the common path
-        return None
-    value = json.loads(job.payload).get("options", {}).get("expires")
-    return float(value) if isinstance(value, (int, float)) else None
+def _expired(expires_at: float | None, now: float) -> bool:
+    return expires_at is not None and expires_at <= now
 
 
 class Releaser:
@@ -90,7 +87,7 @@ class Releaser:
         """
         outcomes: Counter[Outcome] = Counter()
         now = self._clock.now()
-        expired = [c for c in claims if (at := _expires_at(c)) is not None and at <= now]
+        expired = [c for c in claims if _expired(release_facts(c.payload).expires_at, now)]
         if expired:
             call_storage(lambda: self._storage.expire(expired, "expired before release"))
             outcomes[Outcome.EXPIRED] += len(expired)

@@ -29,9 +29,9 @@ from celery import Celery
 from kombu import Connection
 
 from parallel_scheduler import CeleryDispatcher, JobSpec
-from parallel_scheduler.celery.amqp_publisher import AmqpPublisher
 from parallel_scheduler.celery.integration import CeleryIntegration
-from parallel_scheduler.celery.redis_publisher import RedisPublisher
+from parallel_scheduler.celery.publish.amqp import AmqpPublisher
+from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
 from parallel_scheduler.errors import ConfigurationError, LeaseLost
 from storage_adapters import ClaimedJob
@@ -383,7 +383,7 @@ def test_a_connection_lost_before_the_commit_delivers_nothing(
     queue, warm = broker.queue(), broker.queue("warm")
     publisher = publishers(make_app(queue))
     publisher.dispatch_many(jobs(warm, 1, "warm"))
-    (link,) = publisher._idle
+    (link,) = publisher._pool.idle
 
     # When the connection dies after the chunk's frames were written, before the commit
     def cut() -> bool:
@@ -408,11 +408,11 @@ def test_a_connection_closed_while_idle_is_replaced(
     queue = broker.queue()
     publisher = publishers(make_app(queue))
     publisher.dispatch_many(jobs(queue, 1, "first"))
-    (link,) = publisher._idle
+    (link,) = publisher._pool.idle
     link.connection.transport.sock.shutdown(socket.SHUT_RDWR)
     publisher.dispatch_many(jobs(queue, 10, "second"))
     assert broker.count(queue) == 11
-    assert publisher._idle and publisher._idle[0] is not link
+    assert publisher._pool.idle and publisher._pool.idle[0] is not link
 
 
 @pytest.mark.rabbitmq
@@ -575,7 +575,7 @@ def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(
 
 def test_a_single_link_becomes_a_list_as_send_task_makes_it() -> None:
     # Given a stored call with one callback and one errback, as a signature dict each
-    from parallel_scheduler.celery.message_template import sample_message
+    from parallel_scheduler.celery.publish.message_template import sample_message
 
     app = Celery("links", broker="memory://")
     link = {"task": "tasks.after", "args": [], "kwargs": {}, "options": {}, "subtask_type": None}

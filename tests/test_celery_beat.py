@@ -15,7 +15,7 @@ from celery import Celery
 from celery.schedules import BaseSchedule, crontab
 
 from parallel_scheduler import Client, ConfigurationError
-from parallel_scheduler.celery.beat import sync_beat_schedule
+from parallel_scheduler.celery.beat_sync import sync_beat_schedule
 from storage_adapters import Storage
 from tests.celery_cluster import ROOT, Cluster, broker_url
 from tests.waiting import wait_until

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from parallel_scheduler import CeleryDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
-from parallel_scheduler.celery.redis_publisher import RedisPublisher
+from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from storage_adapters import Storage
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until

@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Any
 from storage_adapters.extras import require_driver
 
 from .app_loading import app_for_broker, load_app
-from .integration import CeleryIntegration, get_integration, install
+from .install import install
+from .integration import CeleryIntegration, get_integration
+from .publish.send_task import CeleryDispatcher
 from .signals import job_released, job_scheduled
 
 if TYPE_CHECKING:
     from .idempotent import IdempotentTask
 
 __all__ = [
+    "CeleryDispatcher",
     "CeleryIntegration",
     "IdempotentTask",
     "app_for_broker",

@@ -22,6 +22,7 @@ from storage_adapters import StorageError, mask_url
 
 from ..errors import ParallelSchedulerError
 from ..scheduler_service import SchedulerService
+from .integration import get_integration
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
 
@@ -41,8 +42,6 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
             self._check_configuration(worker.app)
 
     def _check_configuration(self, app: Any) -> None:
-        from .integration import get_integration
-
         try:
             service = get_integration(app).make_service()
         except (ParallelSchedulerError, StorageError, ValueError) as exc:
@@ -55,8 +54,6 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
         service.close()  # opened only to check; the real one is built after the fork
 
     def start(self, worker: Any) -> None:
-        from .integration import get_integration
-
         owner = f"{worker.hostname}:{os.getpid()}"
         self._service = get_integration(worker.app).make_service(owner=owner)
         self._service.start()
@@ -71,8 +68,6 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
 
 def _settings_ok(app: Any) -> bool:
-    from .integration import get_integration
-
     try:
         _ = get_integration(app).settings
     except ValueError:

@@ -15,7 +15,7 @@ from kombu.transport import TRANSPORT_ALIASES
 
 from storage_adapters.extras import require_driver
 
-from .amqp_publisher import broker_scheme, masked_broker_url
+from .publish.broker_urls import broker_scheme, masked_broker_url
 
 __all__ = ["require_broker_transport"]
 

@@ -6,9 +6,13 @@ the package is installed. ``parallel-scheduler run --app proj:app`` runs the sam
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
+
+from ..one_pass import run_one_pass
+from .integration import get_integration
 
 __all__ = ["parallel_scheduler"]
 
@@ -20,11 +24,6 @@ __all__ = ["parallel_scheduler"]
 @click.pass_context
 def parallel_scheduler(ctx: click.Context, once: bool) -> None:
     """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
-    import logging
-
-    from ..one_pass import run_one_pass
-    from .integration import get_integration
-
     if not logging.getLogger().handlers:  # Celery sets up logging for workers, not for commands
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s] %(message)s")
     app: Any = ctx.obj.app

@@ -1,12 +1,13 @@
-"""The plugin's heart: one ``CeleryIntegration`` per app, installed with ``install(app)``.
+"""The plugin's heart: one ``CeleryIntegration`` per app (``install.py`` attaches it).
 
-It routes far-future ``apply_async``/``send_task`` calls into durable storage, gives tasks a
-``schedule()`` helper, and builds the scheduler that the worker bootstep, the ``celery
-parallel-scheduler`` command and ``parallel-scheduler run --app`` all run.
+It holds the app's settings and this process's client, decides whether a call is stored
+(``should_defer``), stores and cancels calls, and hands out the scheduler that the worker
+bootstep, the beat scheduler class, the ``celery parallel-scheduler`` command and
+``parallel-scheduler run --app`` all run (built in ``wiring.py``).
 
-Interception happens at ``app.send_task``, which every ``Task.apply_async`` goes through whatever
-the task's base class, so no task code changes. Settings are read from ``app.conf`` on first use,
-not at install time, so ``install(app)`` may come before ``app.config_from_object(...)``.
+Settings are read from ``app.conf`` on first use, not at install time, so ``install(app)`` may
+come before ``app.config_from_object(...)``. This module imports no sibling above it: ``install``,
+``bootstep`` and ``beat`` import it, never the other way round.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -23,28 +24,25 @@ from typing import Any
 from celery.utils import uuid
 from celery.utils.time import maybe_make_aware
 
-import storage_adapters
-from storage_adapters import ClaimedJob, ListReleasingStorage, Storage, StorageUnavailableError
+from storage_adapters import StorageUnavailableError
 
 from ..client import Client
-from ..clock import StorageClock
-from ..dispatchers import CeleryDispatcher, Dispatcher
-from ..envelopes import EnvelopeMaker
-from ..errors import ConfigurationError, InvalidJobError
+from ..dispatchers import Dispatcher
+from ..errors import InvalidJobError
 from ..jobs import JobSpec
-from ..recurring_jobs import RecurringJobs
 from ..scheduler_service import SchedulerService
 from ..settings import Settings
 from .broker_extras import require_broker_transport
 from .call_options import carried_options, explain, reasons_not_to_defer
 from .retries import is_retry, retry_job_id
-from .revoke import hook_revoke
-from .signals import job_released, job_scheduled
+from .signals import job_scheduled
+from .wiring import build_service, dispatcher_for, envelopes_for
 
-__all__ = ["CeleryIntegration", "get_integration", "install"]
+__all__ = ["ATTRIBUTE", "CeleryIntegration", "get_integration"]
 
 logger = logging.getLogger("parallel_scheduler.celery")
-_ATTRIBUTE = "parallel_scheduler"
+#: The app attribute ``install`` sets to the app's integration.
+ATTRIBUTE = "parallel_scheduler"
 #: Options that name a broker connection: harmless to drop when it is the app's own broker (a
 #: group passes the producer it sends every member with), since the release uses that broker too.
 _CONNECTION_OPTIONS = ("producer", "publisher", "connection")
@@ -72,22 +70,13 @@ class CeleryIntegration:
             if self._client is None or self._client_pid != os.getpid():
                 client = Client(settings=self.settings, retry_for=self.settings.connect_timeout)
                 try:
-                    client.envelopes = self._envelope_maker(client.storage)
+                    client.envelopes = envelopes_for(self.app, self.settings, client.storage)
                     client.setup()
                 except BaseException:
                     client.close()
                     raise
                 self._client, self._client_pid = client, os.getpid()
             return self._client
-
-    def _envelope_maker(self, storage: Storage) -> EnvelopeMaker | None:
-        """With ``fast_publish`` and Redis storage, the broker message is built as a call is
-        stored, once. Not with SQL storage: there every claim and every mark rewrites the whole
-        row, so a stored message makes the release slower than building it then (measured)."""
-        if not self.settings.fast_publish or not isinstance(storage, ListReleasingStorage):
-            return None
-        dispatcher = self.dispatcher()
-        return dispatcher if isinstance(dispatcher, EnvelopeMaker) else None
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -216,131 +205,15 @@ class CeleryIntegration:
     # -- the scheduler ------------------------------------------------------------------------
 
     def dispatcher(self) -> Dispatcher:
-        """``send_task`` per job, or with ``fast_publish`` the broker's one-round-trip-per-chunk
-        path: ``RedisPublisher`` for a Redis broker, ``AmqpPublisher`` for RabbitMQ."""
-        if not self.settings.fast_publish:
-            return CeleryDispatcher(self.app)
-        from .amqp_publisher import AMQP_SCHEMES, AmqpPublisher, broker_scheme, masked_broker_url
-
-        scheme = broker_scheme(self.app)
-        if scheme in AMQP_SCHEMES:
-            return AmqpPublisher(self.app)
-        if scheme in ("redis", "rediss", "unix"):
-            from .redis_publisher import RedisPublisher
-
-            return RedisPublisher(self.app)
-        raise ConfigurationError(
-            "fast_publish needs a Redis (redis://, rediss://, unix://) or RabbitMQ (amqp://, "
-            f"amqps://, pyamqp://) broker, not {masked_broker_url(self.app)!r}; "
-            "set fast_publish to false to publish through send_task"
-        )
+        """What this app's scheduler sends through (see ``wiring.dispatcher_for``)."""
+        return dispatcher_for(self.app, self.settings)
 
     def make_service(self, owner: str | None = None) -> SchedulerService:
         """Both schedulers, sending through this app; fails at once on a bad storage URL."""
-        settings = self.settings
-        storage = storage_adapters.from_url(
-            settings.storage_url,
-            prefix=settings.prefix,
-            pool_size=settings.max_degree_of_parallelism,
-            connect_timeout=settings.connect_timeout,
-        )
-        try:
-            storage.setup()
-            if self.app.conf.beat_schedule:
-                from .beat import sync_beat_schedule
-
-                clock = StorageClock(storage)
-                sync_beat_schedule(
-                    self.app, RecurringJobs(storage, clock, settings.max_payload_bytes, 30.0)
-                )
-        except BaseException:
-            storage.close()
-            raise
-        return SchedulerService(
-            storage,
-            self.dispatcher(),
-            settings,
-            owner=owner,
-            listeners=(_announce_release,),
-            owns_storage=True,
-        )
-
-
-def _announce_release(job: ClaimedJob, sent_at: float) -> None:
-    logger.debug("released job %s (task %s)", job.id, job.task)
-    if job_released.receivers:
-        job_released.send(sender=job.task, job_id=job.id, due_at=job.due_at, sent_at=sent_at)
+        return build_service(self.app, self.settings, owner)
 
 
 def get_integration(app: Any) -> CeleryIntegration:
     """The app's integration: the installed one, or a new one that intercepts nothing."""
-    existing = getattr(app, _ATTRIBUTE, None)
+    existing = getattr(app, ATTRIBUTE, None)
     return existing if isinstance(existing, CeleryIntegration) else CeleryIntegration(app)
-
-
-def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
-    original: Callable[..., Any] = app.send_task
-
-    def send_task(
-        name: str, args: Any = None, kwargs: Any = None, countdown: Any = None, eta: Any = None,
-        task_id: str | None = None, **options: Any,
-    ) -> Any:  # fmt: skip
-        if integration.should_defer(countdown, eta):
-            reasons = integration.plan(task_id, options)[3]
-            if reasons:
-                logger.warning(
-                    "call of %s goes to Celery's own eta path (it waits in worker memory): %s",
-                    name,
-                    explain(reasons),
-                )
-            else:
-                try:
-                    return integration.schedule(
-                        name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id,
-                        **options,
-                    )  # fmt: skip
-                except StorageUnavailableError as exc:
-                    # a retry that raised would be rejected by Celery and lost: never that
-                    retry = is_retry(options.get("retries"))
-                    if not (retry or integration.settings.fallback_to_celery):
-                        raise
-                    logger.warning(
-                        "storage unreachable; call of %s goes to Celery's own eta path (%s): %s",
-                        name,
-                        "a retry is never dropped" if retry else "fallback_to_celery",
-                        exc.__cause__ or exc,
-                    )
-        return original(
-            name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
-        )
-
-    app.send_task = send_task
-
-
-def _task_schedule(task: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
-    """``task.schedule(args, kwargs, countdown=…/eta=…, **options)``: always stored durably."""
-    if task.typing:  # the same argument check apply_async makes, at call time
-        task.__header__(*(args or ()), **(kwargs or {}))
-    merged = {k: v for k, v in task._get_exec_options().items() if v is not None}
-    merged.update(options)
-    return get_integration(task._get_app()).schedule(task.name, args, kwargs, **merged)
-
-
-def install(app: Any, **overrides: Any) -> CeleryIntegration:
-    """Add parallel-scheduler to a Celery app; idempotent.
-
-    ``overrides`` beat ``PARALLEL_SCHEDULER_*`` variables, which beat ``app.conf``'s
-    ``parallel_scheduler_*`` settings.
-    """
-    existing = getattr(app, _ATTRIBUTE, None)
-    if isinstance(existing, CeleryIntegration):
-        return existing
-    integration = CeleryIntegration(app, overrides)
-    setattr(app, _ATTRIBUTE, integration)
-    _wrap_send_task(app, integration)
-    hook_revoke(app, integration.cancel_many)
-    app.Task.schedule = _task_schedule
-    from .bootstep import register_worker_step
-
-    register_worker_step(app)
-    return integration

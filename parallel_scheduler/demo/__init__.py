@@ -24,9 +24,9 @@ from rich.table import Table
 
 from storage_adapters import ClaimedJob
 
+from ..celery.publish.send_task import CeleryDispatcher
 from ..client import Client
 from ..delayed_scheduler import DelayedJobScheduler
-from ..dispatchers import CeleryDispatcher
 from ..jobs import JobSpec
 from ..settings import Settings
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from storage_adapters import ClaimedJob, NewJob, mask_url
 
-from ..dispatchers import BatchDispatchError, CeleryDispatcher, Dispatcher, KeepGoing, always
+from ..celery.publish.send_task import CeleryDispatcher
+from ..dispatchers import BatchDispatchError, Dispatcher, KeepGoing, always
 from ..jobs import JobSpec
 from .errors import ProfileError, scrub
 

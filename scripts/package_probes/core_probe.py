@@ -23,7 +23,7 @@ from parallel_scheduler import Client
 from storage_adapters import MissingExtraError, from_url
 
 # Modules whose one job is speaking to Redis: they need the [redis] extra, by design.
-REDIS_ONLY = ("__main__", ".redis", ".redis_recurring", ".redis_publisher", ".idempotent")
+REDIS_ONLY = ("__main__", ".redis", ".redis_recurring", ".redis_lists", ".idempotent")
 
 
 def check_clean_environment() -> None:

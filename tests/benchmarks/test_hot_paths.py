@@ -128,5 +128,5 @@ def test_dispatch_one_job_celery_dispatcher(benchmark: Any, celery_app: Any) -> 
 @pytest.mark.redis
 def test_dispatch_one_job_redis_publisher(benchmark: Any, celery_app: Any) -> None:
     """The set-based Redis publisher, where this checkout has it."""
-    publisher = pytest.importorskip("parallel_scheduler.celery.redis_publisher")
+    publisher = pytest.importorskip("parallel_scheduler.celery.publish.redis_lists")
     _bench_dispatch(benchmark, publisher.RedisPublisher(celery_app).dispatch)

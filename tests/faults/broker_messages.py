@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from celery import Celery
 
-from parallel_scheduler.celery.redis_publisher import RedisPublisher
+from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 
 QUEUE = "celery"  # Celery's default queue: the list the fast path pushes faults.record onto
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery.utils.functional import maybe_list
 
-from ..dispatchers import celery_options
+from .send_task import celery_options
 
 __all__ = [
     "REPR_LIMIT",
@@ -52,15 +52,12 @@ def expires_header(expires: float) -> str:
     return datetime.fromtimestamp(expires, timezone.utc).isoformat()
 
 
-def options_key(stored: dict[str, Any], payload: str) -> str:
-    """A cache key for the stored options, without their per-job ``expires``.
-
-    The stored payload ends with its options, so the tail of its text is a free key; only a job
-    with an expiry (which differs per job) pays for a re-encoding without it.
-    """
+def options_key(stored: dict[str, Any]) -> str:
+    """A cache key for the stored options, without their per-job ``expires``: their compact JSON
+    (equal options decoded from equal stored text encode equally)."""
     if "expires" in stored:
-        return json.dumps({k: v for k, v in stored.items() if k != "expires"}, sort_keys=True)
-    return payload[payload.rfind('"options":') :]
+        return dumps({k: v for k, v in stored.items() if k != "expires"})
+    return dumps(stored)
 
 
 def carries_own_identity(stored: dict[str, Any]) -> bool:

@@ -1,10 +1,10 @@
 """The fast path to a Redis broker: a whole chunk of due jobs in one round trip.
 
-Celery's publish path costs about half a millisecond of CPU per message and does not scale with
-threads, so a scheduler that calls ``send_task`` per job cannot pass ~2,000 jobs/s on a small
-machine. This dispatcher builds each message with Celery's own ``app.amqp.as_task_v2`` (the same
-headers, body and properties a worker expects), wraps it the way kombu's Redis transport does,
-and pushes the chunk with one ``MULTI``/``LPUSH``/``EXEC``: all of it or none of it.
+Celery's publish path costs CPU per message and does not scale with threads (the README has the
+figures), so a scheduler that calls ``send_task`` per job is bounded by it. This dispatcher
+builds each message with Celery's own ``app.amqp.as_task_v2`` (the same headers, body and
+properties a worker expects), wraps it the way kombu's Redis transport does, and pushes the
+chunk with one ``MULTI``/``LPUSH``/``EXEC``: all of it or none of it.
 
 It serves what the Redis transport would deliver straight to a list: queues on direct exchanges
 (Celery's default, and what ``task_routes`` to a queue name produce). Anything else (fanout or
@@ -18,24 +18,18 @@ import base64
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import redis
 
 from storage_adapters import ClaimedJob, NewJob
 
-from ..dispatchers import (
-    BatchDispatchError,
-    CeleryDispatcher,
-    KeepGoing,
-    always,
-    lease_lost,
-)
-from ..errors import ConfigurationError
-from ..jobs import decode_payload
+from ...dispatchers import BatchDispatchError, KeepGoing, always, lease_lost
+from ...envelopes import decode_envelope, encode_envelope, release_facts
+from ...errors import ConfigurationError
 from .message_template import (
     carries_own_identity,
+    expires_header,
     options_key,
     origin,
     sample_message,
@@ -43,6 +37,7 @@ from .message_template import (
 )
 from .message_template import dumps as _dumps
 from .message_template import short_repr as _short_repr
+from .send_task import CeleryDispatcher
 
 __all__ = ["RedisPublisher"]
 
@@ -96,7 +91,7 @@ class RedisPublisher:
         lists: dict[str, list[str]] = {}
         for job in jobs:
             if job.envelope:  # built when the job was accepted
-                key, _, message = job.envelope.partition("\n")
+                key, message = decode_envelope(job.envelope)
                 lists.setdefault(key, []).append(message)
                 continue
             built = self._build(job) if self._json else None
@@ -116,12 +111,13 @@ class RedisPublisher:
             raise BatchDispatchError(0, exc) from exc
 
     def envelope(self, job: NewJob) -> str | None:
-        """``<list key>\n<message>``, built as the job is accepted (``EnvelopeMaker``). Jobs that
-        can expire get none: their expiry is checked, and recorded, on the claim path."""
-        if not self._json or '"expires"' in job.payload:
+        """The job's envelope (``envelopes.encode_envelope``), built as it is accepted
+        (``EnvelopeMaker``). Jobs that can expire get none: their expiry is checked, and
+        recorded, on the claim path."""
+        if not self._json or release_facts(job.payload).expires_at is not None:
             return None
         built = self._build(job)
-        return None if built is None else f"{built[0]}\n{built[1]}"
+        return None if built is None else encode_envelope(*built)
 
     def list_server(self) -> tuple[str, int]:
         """The broker server's ``run_id`` and database (``ListBroker``)."""
@@ -134,18 +130,17 @@ class RedisPublisher:
         The message is spliced from JSON text: the template's parts were serialised once, and
         only the per-job fields (id, argument reprs, body, delivery tag) are encoded here.
         """
-        args, kwargs, stored = decode_payload(job.payload)
+        facts = release_facts(job.payload)
+        args, kwargs, stored = facts.args, facts.kwargs, facts.options
         if carries_own_identity(stored):  # a stored retry: send_task keeps its task id
             return None
-        template = self._template(job.task, stored, job.payload)
+        template = self._template(job.task, stored)
         if template is None:
             return None
         job_id = _dumps(job.id)
-        expires = stored.get("expires")
         expiry = ""
-        if expires is not None:
-            moment = datetime.fromtimestamp(expires, timezone.utc).isoformat()
-            expiry = f'"expires":{_dumps(moment)},'
+        if facts.expires_at is not None:
+            expiry = f'"expires":{_dumps(expires_header(facts.expires_at))},'
         body = f"[{_dumps(args)},{_dumps(kwargs)},{template.embed_json}]".encode()
         # kombu only needs a unique delivery tag (it keys its unacked hash by it); random hex
         # costs a fraction of a uuid4 string
@@ -159,10 +154,10 @@ class RedisPublisher:
             f"{template.properties_json}}}}}"
         )
 
-    def _template(self, task: str, stored: dict[str, Any], payload: str) -> _Template | None:
+    def _template(self, task: str, stored: dict[str, Any]) -> _Template | None:
         """Everything but the per-job fields, from Celery's own message builder, once per task
         and option set: a message stays exactly what this Celery version would send."""
-        cache_key = (task, options_key(stored, payload))
+        cache_key = (task, options_key(stored))
         if cache_key in self._templates:
             return self._templates[cache_key]
         options = template_options(stored)

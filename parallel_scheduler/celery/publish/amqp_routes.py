@@ -1,0 +1,109 @@
+"""Celery's routing and options, translated once per task and option set for the AMQP fast path:
+what ``send_task`` and ``send_task_message`` would do with them (the queue, exchange and routing
+key, the message properties and headers), or ``None`` when the fast path cannot carry them and
+``send_task`` decides instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import amqp  # type: ignore[import-untyped]
+from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
+from celery.utils.functional import maybe_list
+from kombu.common import Broadcast
+from kombu.entity import Queue
+
+from .amqp_frames import PER_JOB_HEADERS, Template, matches_py_amqp, splice
+from .message_template import dumps, sample_message, template_options
+
+__all__ = ["make_template"]
+
+#: What ``send_task_message`` consumes itself; anything else in a route becomes a message property.
+_SENDER_KEYS = frozenset(
+    {
+        "queue", "exchange", "routing_key", "exchange_type", "delivery_mode", "serializer",
+        "compression", "headers", "priority", "retry", "retry_policy", "timeout",
+        "confirm_timeout", "event_dispatcher",
+    }
+)  # fmt: skip
+_PROPERTY_NAMES = frozenset(name for name, _ in amqp.Message.PROPERTIES)
+#: The options ``send_task`` hands its router (the rest go to the message builder).
+_ROUTED = frozenset({"queue", "exchange", "routing_key", "priority", "headers", "delivery_mode"})
+_DELIVERY_MODES = {"transient": 1, "persistent": 2}  # kombu's names for them
+
+
+def make_template(app: Any, task: str, stored: dict[str, Any], origin: str) -> Template | None:
+    """What ``send_task`` and ``send_task_message`` would do with these options, once."""
+    options = send_task_options(app, task, stored)
+    if options is None:
+        return None
+    routed = {k: v for k, v in options.items() if k in _ROUTED}
+    route = app.amqp.router.route(routed, task, (), {})
+    if (set(route) - _SENDER_KEYS) & _PROPERTY_NAMES:
+        return None  # Celery would set other message properties from the route
+    found = destination(app, route)
+    if found is None:
+        return None
+    queue, exchange, routing_key = found
+    sample = sample_message(app, task, options, origin)
+    headers = dict(sample.headers)
+    headers.update(route.get("headers") or {})
+    for name in PER_JOB_HEADERS[:4]:
+        headers.pop(name, None)
+    delivery_mode = (
+        route.get("delivery_mode")
+        or getattr(queue.exchange, "delivery_mode", None)
+        or app.conf.task_default_delivery_mode
+    )
+    values = {
+        "content_type": "application/json",
+        "content_encoding": "utf-8",
+        "delivery_mode": _DELIVERY_MODES.get(delivery_mode, delivery_mode) or 2,
+        "priority": route.get("priority", 0),  # kombu's default when the route has none
+        "reply_to": sample.properties.get("reply_to"),
+    }
+    method = amqp_dumps("Bssbb", (0, exchange, routing_key, True, False))
+    template = splice(queue, method, values, headers, dumps(sample.body[2]))
+    return template if matches_py_amqp(template, values, headers) else None
+
+
+def send_task_options(app: Any, task: str, stored: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored options as ``send_task`` would see them (the registered task's own options
+    under the call's), or ``None`` when the fast path cannot carry them."""
+    options = template_options(stored)
+    for name in ("link", "link_error"):
+        if options.get(name) is not None:
+            options[name] = maybe_list(options[name])
+    registered = app._tasks.get(task)
+    if registered is not None and hasattr(registered, "_get_exec_options"):
+        own = {k: v for k, v in registered._get_exec_options().items() if v is not None}
+        if "expires" in own and "expires" not in stored:
+            return None  # a relative expiry counted from the release: per job
+        options = {**own, **options}
+    if options.pop("immediate", None) or options.pop("mandatory", None):
+        return None
+    if (options.get("serializer") or "json") != "json" or options.get("compression"):
+        return None
+    return options
+
+
+def destination(app: Any, route: dict[str, Any]) -> tuple[Any, str, str] | None:
+    """``send_task_message``'s queue, exchange and routing key for a route, or ``None`` when
+    the message might not reach the queue Celery declares (``send_task`` then decides)."""
+    queue = route.get("queue")
+    exchange = route.get("exchange")
+    routing_key = route.get("routing_key")
+    if queue is None and exchange is None:
+        queue = app.amqp.default_queue
+    if isinstance(queue, str):
+        queue = app.amqp.queues[queue]
+    if not isinstance(queue, Queue) or isinstance(queue, Broadcast):
+        return None
+    if (route.get("exchange_type") or getattr(queue.exchange, "type", "direct")) != "direct":
+        return None
+    exchange_name = getattr(exchange, "name", exchange)
+    if not exchange_name or not routing_key:
+        return queue, "", queue.name  # Celery's shortcut: the anonymous exchange
+    if (exchange_name, routing_key) != (queue.exchange.name, queue.routing_key):
+        return None
+    return queue, str(exchange_name), str(routing_key)

@@ -1,0 +1,104 @@
+"""Where a Celery app's scheduler is put together: the one place that reads the settings and the
+storage/broker pair to decide
+
+- **fast publish or send_task**: ``dispatcher_for`` picks ``CeleryDispatcher`` (``send_task`` per
+  job), or with ``fast_publish`` the broker's one-round-trip-per-chunk publisher;
+- **accept-time messages or not**: ``envelopes_for`` gives a client the publisher that builds a
+  job's broker message as the job is stored (``envelopes.envelope_maker_for`` says for which
+  storage);
+- **one-script release or not**: the scheduler finds it from the same pair through
+  ``envelopes.script_release_for`` (storage and broker on one Redis server);
+
+and ``build_service`` hands back a ready ``SchedulerService`` over freshly opened storage, with
+the app's ``beat_schedule`` synced into it first.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import storage_adapters
+from storage_adapters import ClaimedJob, Storage
+
+from ..clock import StorageClock
+from ..dispatchers import Dispatcher
+from ..envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
+from ..errors import ConfigurationError
+from ..recurring_jobs import RecurringJobs
+from ..scheduler_service import SchedulerService
+from ..settings import Settings
+from .beat_sync import sync_beat_schedule
+from .publish.amqp import AmqpPublisher
+from .publish.broker_urls import AMQP_SCHEMES, REDIS_SCHEMES, broker_scheme, masked_broker_url
+from .publish.send_task import CeleryDispatcher
+from .signals import job_released
+
+__all__ = ["build_service", "dispatcher_for", "envelopes_for"]
+
+logger = logging.getLogger("parallel_scheduler.celery")
+#: How long syncing ``beat_schedule`` at start keeps retrying unreachable storage.
+_BEAT_SYNC_RETRY_FOR = 30.0
+
+
+def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
+    """``send_task`` per job, or with ``fast_publish`` the broker's one-round-trip-per-chunk
+    path: ``RedisPublisher`` for a Redis broker, ``AmqpPublisher`` for RabbitMQ."""
+    if not settings.fast_publish:
+        return CeleryDispatcher(app)
+    scheme = broker_scheme(app)
+    if scheme in AMQP_SCHEMES:
+        return AmqpPublisher(app)
+    if scheme in REDIS_SCHEMES:
+        # imported here, not above: it needs the redis package, the optional [redis] extra,
+        # which an app on RabbitMQ may not have installed
+        from .publish.redis_lists import RedisPublisher
+
+        return RedisPublisher(app)
+    raise ConfigurationError(
+        "fast_publish needs a Redis (redis://, rediss://, unix://) or RabbitMQ (amqp://, "
+        f"amqps://, pyamqp://) broker, not {masked_broker_url(app)!r}; "
+        "set fast_publish to false to publish through send_task"
+    )
+
+
+def envelopes_for(app: Any, settings: Settings, storage: Storage) -> EnvelopeMaker | None:
+    """Who builds a stored call's broker message as it is accepted, or ``None``: only with
+    ``fast_publish``, and only for storage that can release it by script."""
+    if not settings.fast_publish or not stores_envelopes(storage):
+        return None  # asked first: a publisher is not built (nor connected) for nothing
+    return envelope_maker_for(storage, dispatcher_for(app, settings))
+
+
+def build_service(app: Any, settings: Settings, owner: str | None = None) -> SchedulerService:
+    """Both schedulers, sending through ``app``; fails at once on a bad storage URL."""
+    storage = storage_adapters.from_url(
+        settings.storage_url,
+        prefix=settings.prefix,
+        pool_size=settings.max_degree_of_parallelism,
+        connect_timeout=settings.connect_timeout,
+    )
+    try:
+        storage.setup()
+        if app.conf.beat_schedule:
+            recurring = RecurringJobs(
+                storage, StorageClock(storage), settings.max_payload_bytes, _BEAT_SYNC_RETRY_FOR
+            )
+            sync_beat_schedule(app, recurring)
+    except BaseException:
+        storage.close()
+        raise
+    return SchedulerService(
+        storage,
+        dispatcher_for(app, settings),
+        settings,
+        owner=owner,
+        listeners=(_announce_release,),
+        owns_storage=True,
+    )
+
+
+def _announce_release(job: ClaimedJob, sent_at: float) -> None:
+    logger.debug("released job %s (task %s)", job.id, job.task)
+    if job_released.receivers:
+        job_released.send(sender=job.task, job_id=job.id, due_at=job.due_at, sent_at=sent_at)

@@ -34,14 +34,14 @@ from .stats import Outcome, PassStats
 
 __all__ = ["DelayedJobScheduler"]
 
-logger = logging.getLogger("parallel_scheduler.delayed_scheduler")
+logger = logging.getLogger(__name__)
 #: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
 #: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
 #: per-chunk round trips (a mark, and with ``fast_publish`` a broker push) than they gain.
 CHUNK = 50
 
 
-class DelayedJobScheduler(LockedScheduler):
+class DelayedJobScheduler(LockedScheduler[PassStats]):
     LOCK_NAME = "delayed-scheduler"
 
     def __init__(

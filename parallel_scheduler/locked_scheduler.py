@@ -24,7 +24,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from types import FrameType
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, TypeVar
 
 from storage_adapters import Storage
 
@@ -34,8 +34,9 @@ from .held_lock import HeldLock
 from .pool import BoundedPool
 from .retrying import call_storage
 from .settings import Settings
+from .stats import SchedulerStats
 
-__all__ = ["LockedScheduler", "default_owner"]
+__all__ = ["LockedScheduler", "StatsT", "default_owner"]
 
 logger = logging.getLogger(__name__)
 #: The longest sleep after failing passes; never more than one lock lease (see the docstring).
@@ -46,13 +47,11 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Stats(Protocol):
-    lock_acquired: bool
-    failed: int
-    duration: float
+#: The stats one pass of a given scheduler returns (``PassStats``, ``RecurringPassStats``).
+StatsT = TypeVar("StatsT", bound=SchedulerStats)
 
 
-class LockedScheduler(ABC):
+class LockedScheduler(ABC, Generic[StatsT]):
     LOCK_NAME: ClassVar[str]
 
     def __init__(
@@ -71,11 +70,11 @@ class LockedScheduler(ABC):
     # -- what subclasses supply -----------------------------------------------------------------
 
     @abstractmethod
-    def _new_stats(self, lock_acquired: bool) -> Any:
+    def _new_stats(self, lock_acquired: bool) -> StatsT:
         """An empty stats object for one pass."""
 
     @abstractmethod
-    def _pass(self, held: HeldLock, stats: Any) -> None:
+    def _pass(self, held: HeldLock, stats: StatsT) -> None:
         """The pass's work, under the held lock."""
 
     @abstractmethod
@@ -84,7 +83,7 @@ class LockedScheduler(ABC):
 
     # -- one pass ---------------------------------------------------------------------------
 
-    def run_once(self) -> Any:
+    def run_once(self) -> StatsT:
         """One pass; returns its stats. Does nothing when another scheduler holds the lock."""
         started = time.monotonic()
         held = call_storage(
@@ -118,7 +117,7 @@ class LockedScheduler(ABC):
         try:
             while not self._stopping.is_set():
                 try:
-                    stats: Stats = self.run_once()
+                    stats = self.run_once()
                 except Exception:
                     logger.exception("%s pass failed; backing off", self.LOCK_NAME)
                     stats = self._new_stats(False)
@@ -136,7 +135,7 @@ class LockedScheduler(ABC):
                 signal.signal(signum, handler)
         logger.info("%s %s stopped", self.LOCK_NAME, self.owner)
 
-    def _delay_after(self, stats: Stats) -> float:
+    def _delay_after(self, stats: StatsT) -> float:
         poll = self.settings.poll_interval
         if not stats.lock_acquired:  # try again within a lease: take-over must not wait longer
             return min(poll, self.settings.lock_lease)

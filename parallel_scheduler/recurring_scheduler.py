@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 from storage_adapters import Firing, NewJob, RecurringRecord, Storage
 
@@ -25,6 +24,7 @@ from .locked_scheduler import LockedScheduler
 from .recurring_jobs import add_history, firing_id
 from .retrying import call_storage
 from .settings import Settings
+from .stats import FireOutcome, FireResult, RecurringPassStats
 from .triggers import Schedule, plan_firing
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
@@ -32,24 +32,7 @@ __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class RecurringPassStats:
-    lock_acquired: bool = False
-    batches: int = 0
-    fetched: int = 0
-    fired: int = 0  # recurring jobs that advanced
-    created: int = 0  # firing jobs created
-    existed: int = 0  # firing jobs that existed already (a repeated attempt at a tick)
-    stale: int = 0  # another writer changed the recurring job first
-    missed: int = 0  # ticks late by more than the misfire grace
-    failed: int = 0
-    duration: float = 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-class RecurringJobScheduler(LockedScheduler):
+class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
     LOCK_NAME = "recurring-scheduler"
 
     def __init__(
@@ -74,13 +57,8 @@ class RecurringJobScheduler(LockedScheduler):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))
             stats.batches += 1
             stats.fetched += len(records)
-            for created, existed, missed, outcome in self._pool.map(
-                lambda record: self._fire(record, held), records
-            ):
-                stats.created += created
-                stats.existed += existed
-                stats.missed += missed
-                setattr(stats, outcome, getattr(stats, outcome) + 1)
+            for result in self._pool.map(lambda record: self._fire(record, held), records):
+                stats.add(result)
             if len(records) < batch_size:
                 break
         if stats.created and self._on_fired is not None:
@@ -88,10 +66,10 @@ class RecurringJobScheduler(LockedScheduler):
         if stats.fetched:
             logger.info("recurring pass: %s", stats.as_dict())
 
-    def _fire(self, record: RecurringRecord, held: HeldLock) -> tuple[int, int, int, str]:
-        """Fire one recurring job; returns (created, existed, missed, outcome)."""
+    def _fire(self, record: RecurringRecord, held: HeldLock) -> FireResult:
+        """Fire one recurring job; returns its outcome and the firing jobs it accounts for."""
         if record.next_run_at is None or not held.valid():
-            return 0, 0, 0, "stale"
+            return FireResult(FireOutcome.STALE)
         try:
             schedule = Schedule.from_json(record.schedule)
             check_instant("next run", record.next_run_at)
@@ -99,7 +77,7 @@ class RecurringJobScheduler(LockedScheduler):
         except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
             # A row written by hand or before the checks: left as it is, reported, not fired.
             logger.error("recurring job %s is unusable: %s", record.id, exc)
-            return 0, 0, 0, "failed"
+            return FireResult(FireOutcome.FAILED)
         jobs = tuple(
             NewJob(firing_id(record.id, tick), record.task, record.payload, tick)
             for tick in plan.ticks
@@ -114,9 +92,9 @@ class RecurringJobScheduler(LockedScheduler):
             lambda: self.storage.fire_recurring(record.id, record.version, held.lease, firing)
         )
         if result is None:
-            return 0, 0, 0, "stale"
+            return FireResult(FireOutcome.STALE)
         created = sum(result)
-        return created, len(result) - created, plan.missed, "fired"
+        return FireResult(FireOutcome.FIRED, created, len(result) - created, plan.missed)
 
     def _next_due_at(self) -> float | None:
         due = self.storage.fetch_due_recurring(1)

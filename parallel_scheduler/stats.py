@@ -1,12 +1,36 @@
-"""What one scheduler pass did, counted by outcome, so callers and tests can check every job."""
+"""What one scheduler pass did, counted by outcome, so callers and tests can check every job.
+
+``SchedulerStats`` is what the shared loop (``LockedScheduler``) needs of any pass's stats;
+``PassStats`` (delayed jobs) and ``RecurringPassStats`` (recurring jobs) are the two kinds, each
+counting its own outcomes explicitly, field by field.
+"""
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
 from dataclasses import asdict, dataclass
+from typing import NamedTuple, Protocol
 
-__all__ = ["Outcome", "PassStats"]
+__all__ = [
+    "FireOutcome",
+    "FireResult",
+    "Outcome",
+    "PassStats",
+    "RecurringPassStats",
+    "SchedulerStats",
+]
+
+
+class SchedulerStats(Protocol):
+    """What the loop reads and writes on a pass's stats: whether the pass held the lock, whether
+    it failed (to back off), how long it took, and a plain dict for logs and ``--once``."""
+
+    lock_acquired: bool
+    failed: int
+    duration: float
+
+    def as_dict(self) -> dict[str, object]: ...
 
 
 class Outcome(str, enum.Enum):
@@ -35,8 +59,57 @@ class PassStats:
     def add_batch(self, fetched: int, outcomes: Counter[Outcome]) -> None:
         self.batches += 1
         self.fetched += fetched
-        for outcome, count in outcomes.items():
-            setattr(self, outcome.value, getattr(self, outcome.value) + count)
+        self.released += outcomes[Outcome.RELEASED]
+        self.not_claimed += outcomes[Outcome.NOT_CLAIMED]
+        self.expired += outcomes[Outcome.EXPIRED]
+        self.failed += outcomes[Outcome.FAILED]
+        self.fenced += outcomes[Outcome.FENCED]
+        self.stopped += outcomes[Outcome.STOPPED]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class FireOutcome(enum.Enum):
+    """What became of one recurring job in a pass."""
+
+    FIRED = "fired"  # its firings were added and its next run advanced
+    STALE = "stale"  # another writer changed it first, or the lock's lease ran out
+    FAILED = "failed"  # its stored schedule or next run is unusable: left as it is, reported
+
+
+class FireResult(NamedTuple):
+    """One recurring job's part of a pass: its outcome and the firing jobs it accounts for."""
+
+    outcome: FireOutcome
+    created: int = 0  # firing jobs created
+    existed: int = 0  # firing jobs that existed already (a repeated attempt at a tick)
+    missed: int = 0  # ticks late by more than the misfire grace
+
+
+@dataclass
+class RecurringPassStats:
+    lock_acquired: bool = False
+    batches: int = 0
+    fetched: int = 0
+    fired: int = 0  # recurring jobs that advanced
+    created: int = 0  # firing jobs created
+    existed: int = 0  # firing jobs that existed already (a repeated attempt at a tick)
+    stale: int = 0  # another writer changed the recurring job first
+    missed: int = 0  # ticks late by more than the misfire grace
+    failed: int = 0
+    duration: float = 0.0
+
+    def add(self, result: FireResult) -> None:
+        self.created += result.created
+        self.existed += result.existed
+        self.missed += result.missed
+        if result.outcome is FireOutcome.FIRED:
+            self.fired += 1
+        elif result.outcome is FireOutcome.STALE:
+            self.stale += 1
+        else:
+            self.failed += 1
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

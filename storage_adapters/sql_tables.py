@@ -57,6 +57,9 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("claim_token", sa.BigInteger, nullable=True),
         sa.Column("lease_until", sa.Double, nullable=True),
         sa.Column("last_error", sa.Text, nullable=True),
+        # filled when the client is given an envelope maker (``Client(envelopes=...)``); the
+        # Celery integration gives one only with Redis storage, where it pays off (see
+        # ``parallel_scheduler/envelopes.py``, ``stores_envelopes``)
         sa.Column("envelope", sa.Text, nullable=True),
     )
     locks = sa.Table(

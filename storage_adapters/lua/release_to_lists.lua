@@ -2,6 +2,9 @@
 -- an envelope ('<list key>\n<message>') is pushed onto that list and marked Enqueued by this
 -- script, so it is in the broker and Enqueued, or neither; a job without one is claimed (as in
 -- claim_due) for the caller to send the usual way.
+-- The envelope format's reference is parallel_scheduler/envelopes.py (encode_envelope and
+-- decode_envelope, the Python side's only reader and writer); a script cannot call Python, so
+-- this one splits the envelope itself, at its first newline, exactly as decode_envelope does.
 -- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index, 5 enqueued-state index
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit,
 --       6 the broker's database number, 7 this storage's database number

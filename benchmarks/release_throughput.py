@@ -87,10 +87,10 @@ def dispatcher_for(kind: str, app: Any) -> Dispatcher:
     if kind == "send_task":
         return CeleryDispatcher(app)
     if kind == "fast":
-        from parallel_scheduler.celery.redis_publisher import RedisPublisher
+        from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 
         return RedisPublisher(app)
-    from parallel_scheduler.celery.amqp_publisher import AmqpPublisher
+    from parallel_scheduler.celery.publish.amqp import AmqpPublisher
 
     return AmqpPublisher(app, guarantee=kind)  # type: ignore[arg-type]
 

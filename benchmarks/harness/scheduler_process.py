@@ -23,7 +23,7 @@ def dispatcher_for(kind: str, app: Any) -> Any:
         from parallel_scheduler import CeleryDispatcher
 
         return CeleryDispatcher(app)
-    from parallel_scheduler.celery.redis_publisher import RedisPublisher
+    from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 
     return RedisPublisher(app)
 

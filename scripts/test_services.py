@@ -103,13 +103,7 @@ def _rabbitmq_answers(url: str) -> bool:
     return True
 
 
-def _throwaway(
-    kind: str,
-    url: str,
-    answers: Callable[[str], bool],
-    build: Callable[[Path], Any],
-    ports: tuple[int, ...],
-) -> str:
+def _throwaway(kind: str, url: str, answers: Callable[[str], bool], ports: tuple[int, ...]) -> str:
     """Start one server with the launcher on its fixed ports (reusing one a previous ``start``
     left answering there), record its pids for ``stop``, and return its URL."""
     servers = launcher()
@@ -121,7 +115,7 @@ def _throwaway(
         if not servers.port_free(taken):
             _fail(f"port {taken}, needed by the throwaway RabbitMQ, is taken by something else")
     try:
-        server = build(STATE / kind)
+        server = _build(kind, STATE / kind)
     except servers.MissingBinaryError:
         _fail(MISSING[kind])
     try:
@@ -145,58 +139,49 @@ def _fresh(folder: Path, owner: str | None = None) -> Path:
     return folder
 
 
-def start_postgresql() -> str:
+def _build(kind: str, folder: Path) -> Any:
+    """The launcher's server of ``kind`` on this script's fixed ports, in ``folder``."""
     servers = launcher()
-    return _throwaway(
-        "postgresql",
+    if kind == "postgresql":
+        return servers.PostgresServer(_fresh(folder, "postgres"), THROWAWAY_PG_PORT)
+    if kind == "redis":
+        return servers.RedisServer(folder, THROWAWAY_REDIS_PORT)
+    return servers.RabbitMQServer(
+        _fresh(folder),
+        THROWAWAY_RABBITMQ_PORT,
+        dist_port=THROWAWAY_RABBITMQ_DIST_PORT,
+        epmd_port=THROWAWAY_EPMD_PORT,
+        node=THROWAWAY_RABBITMQ_NODE,
+    )
+
+
+#: kind -> (its variable, the machine's default, the throwaway's URL, its ports, is it up)
+SERVICES: dict[str, tuple[str, str, str, tuple[int, ...], Callable[[str], bool]]] = {
+    "postgresql": (
+        POSTGRESQL_ENV, POSTGRESQL_DEFAULT,
         f"postgresql+psycopg://postgres@127.0.0.1:{THROWAWAY_PG_PORT}/postgres",
-        _postgresql_answers,
-        lambda folder: servers.PostgresServer(_fresh(folder, "postgres"), THROWAWAY_PG_PORT),
-        (THROWAWAY_PG_PORT,),
-    )
-
-
-def start_redis() -> str:
-    servers = launcher()
-    return _throwaway(
-        "redis",
-        f"redis://127.0.0.1:{THROWAWAY_REDIS_PORT}/0",
-        _redis_answers,
-        lambda folder: servers.RedisServer(folder, THROWAWAY_REDIS_PORT),
-        (THROWAWAY_REDIS_PORT,),
-    )
-
-
-def start_rabbitmq() -> str:
-    servers = launcher()
-    return _throwaway(
-        "rabbitmq",
-        f"amqp://guest:guest@127.0.0.1:{THROWAWAY_RABBITMQ_PORT}//",
-        _rabbitmq_answers,
-        lambda folder: servers.RabbitMQServer(
-            _fresh(folder),
-            THROWAWAY_RABBITMQ_PORT,
-            dist_port=THROWAWAY_RABBITMQ_DIST_PORT,
-            epmd_port=THROWAWAY_EPMD_PORT,
-            node=THROWAWAY_RABBITMQ_NODE,
-        ),
+        (THROWAWAY_PG_PORT,), _postgresql_answers,
+    ),
+    "redis": (
+        REDIS_ENV, REDIS_DEFAULT, f"redis://127.0.0.1:{THROWAWAY_REDIS_PORT}/0",
+        (THROWAWAY_REDIS_PORT,), _redis_answers,
+    ),
+    "rabbitmq": (
+        RABBITMQ_ENV, RABBITMQ_DEFAULT, f"amqp://guest:guest@127.0.0.1:{THROWAWAY_RABBITMQ_PORT}//",
         (THROWAWAY_RABBITMQ_PORT, THROWAWAY_RABBITMQ_DIST_PORT, THROWAWAY_EPMD_PORT),
-    )
+        _rabbitmq_answers,
+    ),
+}  # fmt: skip
 
 
 def start() -> None:
-    postgresql = os.environ.get(POSTGRESQL_ENV, POSTGRESQL_DEFAULT)
-    if not _postgresql_answers(postgresql):
-        postgresql = start_postgresql()
-    redis_url = os.environ.get(REDIS_ENV, REDIS_DEFAULT)
-    if not _redis_answers(redis_url):
-        redis_url = start_redis()
-    rabbitmq_url = os.environ.get(RABBITMQ_ENV, RABBITMQ_DEFAULT)
-    if not _rabbitmq_answers(rabbitmq_url):
-        rabbitmq_url = start_rabbitmq()
-    print(f"export {POSTGRESQL_ENV}='{postgresql}'")
-    print(f"export {REDIS_ENV}='{redis_url}'")
-    print(f"export {RABBITMQ_ENV}='{rabbitmq_url}'")
+    exports = []
+    for kind, (variable, default, throwaway, ports, answers) in SERVICES.items():
+        url = os.environ.get(variable, default)
+        if not answers(url):
+            url = _throwaway(kind, throwaway, answers, ports)
+        exports.append(f"export {variable}='{url}'")
+    print("\n".join(exports))
 
 
 def stop() -> None:

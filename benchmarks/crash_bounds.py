@@ -22,9 +22,10 @@ broker on one server, jobs carrying their messages: pushed and marked in one scr
 printed beside each row is ``max_degree_of_parallelism`` jobs for ``per_job``,
 ``min(batch_size, max_degree_of_parallelism * CHUNK)`` for the chunked paths, 0 for one script.
 
-It starts its own PostgreSQL and Redis (``tests/faults/servers.py``: installed binaries, free
-ports, temporary directories) and never touches a shared server. ``--out`` appends each row as
-JSON; the table, the command, the commit and the load average are printed at the end.
+It starts its own PostgreSQL and Redis (``harness/servers.py``, the benchmarks' launcher:
+installed binaries, free ports, temporary directories) and never touches a shared server.
+``--out`` appends each row as JSON; the table, the command, the commit and the load average are
+printed at the end.
 """
 
 from __future__ import annotations
@@ -44,16 +45,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.servers import PostgresServer, RedisServer, new_workdir
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import storage_adapters  # noqa: E402
 from parallel_scheduler import Settings  # noqa: E402
-from parallel_scheduler.delayed import CHUNK  # noqa: E402
+from parallel_scheduler.delayed_scheduler import CHUNK  # noqa: E402
 from storage_adapters import JobState, NewJob, Storage  # noqa: E402
 from tests.faults.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids  # noqa: E402
 from tests.faults.harness import SchedulerProcess, lock_holder_process, read_dispatches  # noqa: E402
-from tests.faults.servers import PostgresServer, RedisServer, new_workdir  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
 LATE_WARNING = "was sent after its claim expired"

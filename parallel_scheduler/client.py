@@ -89,7 +89,15 @@ class Client:
         **options: Any,
     ) -> ScheduleResult:
         """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither)."""
-        spec = JobSpec(task, args, kwargs or {}, options, job_id, eta, countdown)
+        spec = JobSpec(
+            task,
+            args=args,
+            kwargs=kwargs or {},
+            options=options,
+            id=job_id,
+            eta=eta,
+            countdown=countdown,
+        )
         return self.schedule_many([spec])[0]
 
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:

@@ -11,7 +11,7 @@ import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -171,9 +171,15 @@ def _validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What a caller asks for. ``encode`` validates it and turns it into a storable ``NewJob``."""
+    """What a caller asks for. ``encode`` validates it and turns it into a storable ``NewJob``.
+
+    Only the task name is positional; everything else is keyword-only, so a call reads as what it
+    asks for (``JobSpec("tasks.mail", args=[1], countdown=60)``) and a misplaced argument cannot
+    silently become another (an id taken for options, a countdown for an eta).
+    """
 
     task: str
+    _: KW_ONLY
     args: Sequence[Any] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)

@@ -156,8 +156,8 @@ class RecurringJob:
             options=options,
             schedule=schedule,
             enabled=record.enabled,
-            next_run_at=_shown_instant("next run", record.next_run_at, problems),
-            last_run_at=_shown_instant("last run", record.last_run_at, problems),
+            next_run_at=_shown_instant("next_run_at", record.next_run_at, problems),
+            last_run_at=_shown_instant("last_run_at", record.last_run_at, problems),
             history=_read_history(record.history, problems),
             problem="; ".join(problems) or None,
         )
@@ -223,10 +223,16 @@ class RecurringJobs:
         validate_recurring_id(recurring_id)
         seconds = every.total_seconds() if isinstance(every, timedelta) else every
         schedule = Schedule(
-            cron, timezone, _epoch(start, "start"), _epoch(end, "end"),
-            misfire_policy, misfire_cap, misfire_grace, seconds,
-        )  # fmt: skip
-        spec = JobSpec(task, args, kwargs or {}, options, recurring_id)
+            cron,
+            timezone=timezone,
+            start_at=_epoch(start, "start"),
+            end_at=_epoch(end, "end"),
+            misfire_policy=misfire_policy,
+            misfire_cap=misfire_cap,
+            misfire_grace=misfire_grace,
+            every=seconds,
+        )
+        spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
         payload = spec.encode(0.0, self._max_payload_bytes).payload
         upcoming = next_tick(schedule, self._clock.now())
         if upcoming is None:
@@ -235,8 +241,13 @@ class RecurringJobs:
                 f"again: its end date {display_instant(schedule.end_at)} is before its next tick"
             )
         record = NewRecurring(
-            recurring_id, task, payload, schedule.to_json(), enabled, upcoming
-        )  # fmt: skip
+            id=recurring_id,
+            task=task,
+            payload=payload,
+            schedule=schedule.to_json(),
+            enabled=enabled,
+            next_run_at=upcoming,
+        )
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
         except RecordExistsError:

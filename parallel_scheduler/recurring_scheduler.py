@@ -79,7 +79,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             logger.error("recurring job %s is unusable: %s", record.id, exc)
             return FireResult(FireOutcome.FAILED)
         jobs = tuple(
-            NewJob(firing_id(record.id, tick), record.task, record.payload, tick)
+            NewJob(
+                id=firing_id(record.id, tick), task=record.task, payload=record.payload, due_at=tick
+            )
             for tick in plan.ticks
         )
         firing = Firing(

@@ -29,7 +29,7 @@ import copy
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Literal
@@ -69,9 +69,14 @@ class Schedule:
     them; ``run_once`` (the default) fires one firing for all of them (the latest missed tick);
     ``run_all`` fires each, up to the ``misfire_cap`` most recent. Ticks within the grace are
     on time and always fire, whatever the policy and the cap.
+
+    Only the cron expression is positional; everything else is keyword-only
+    (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``, ``Schedule(every=90.0)``), so eight
+    settings cannot be passed in the wrong order.
     """
 
     cron: str = ""
+    _: KW_ONLY
     timezone: str = "UTC"
     start_at: float | None = None
     end_at: float | None = None

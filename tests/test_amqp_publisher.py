@@ -110,7 +110,13 @@ def claims(specs: Sequence[JobSpec]) -> list[ClaimedJob]:
 def jobs(queue: str, count: int, label: str, **options: Any) -> list[ClaimedJob]:
     return claims(
         [
-            JobSpec(TASK, [i, "é"], {"n": i}, {"queue": queue, **options}, f"{label}-{i}")
+            JobSpec(
+                TASK,
+                args=[i, "é"],
+                kwargs={"n": i},
+                options={"queue": queue, **options},
+                id=f"{label}-{i}",
+            )
             for i in range(count)
         ]
     )
@@ -231,14 +237,15 @@ def test_routing_to_a_non_default_queue_keeps_priority(
     publisher = publishers(make_app(default))
     released = claims(
         [
-            JobSpec(TASK, [p], {"n": p}, {"queue": other, "priority": p}, f"prio-{broker.run}-{p}")
+            JobSpec(TASK, args=[p], kwargs={"n": p}, id=f"prio-{broker.run}-{p}",
+                    options={"queue": other, "priority": p})
             for p in (0, 4, 9)
         ]
         + [
             JobSpec(
-                TASK, [7], {"n": 7},
-                {"queue": other, "exchange": other, "routing_key": other, "priority": 7},
-                f"prio-{broker.run}-7",
+                TASK, args=[7], kwargs={"n": 7},
+                options={"queue": other, "exchange": other, "routing_key": other, "priority": 7},
+                id=f"prio-{broker.run}-7",
             )
         ]
     )  # fmt: skip
@@ -268,7 +275,13 @@ def test_an_expired_job_is_never_executed(
     now = time.time()
     expired, live = claims(
         [
-            JobSpec(TASK, [n], {"n": n}, {"queue": queue, "expires": at}, f"{label}-{broker.run}")
+            JobSpec(
+                TASK,
+                args=[n],
+                kwargs={"n": n},
+                options={"queue": queue, "expires": at},
+                id=f"{label}-{broker.run}",
+            )
             for n, at, label in ((1, now - 1, "expired"), (2, now + 300, "live"))
         ]
     )
@@ -287,7 +300,9 @@ def test_the_expiry_travels_as_celerys_header_and_message_ttl(
     queue = broker.queue()
     publisher = publishers(make_app(queue))
     expires = time.time() + 120
-    (job,) = claims([JobSpec(TASK, [1], {}, {"queue": queue, "expires": expires}, "exp-1")])
+    (job,) = claims(
+        [JobSpec(TASK, args=[1], options={"queue": queue, "expires": expires}, id="exp-1")]
+    )
     publisher.dispatch_many([job])
     (message,) = broker.take(queue)
     headers = message.properties["application_headers"]
@@ -346,8 +361,28 @@ def test_a_message_is_what_send_task_would_publish(
     # Given the same call released by send_task and by the fast path, into one queue
     queue = broker.queue()
     app = make_app(queue)
-    sent = claims([JobSpec(TASK, [1, "é"], {"n": 1}, {"queue": queue, **options}, "same-1")])
-    fast = claims([JobSpec(TASK, [1, "é"], {"n": 1}, {"queue": queue, **options}, "same-2")])
+    sent = claims(
+        [
+            JobSpec(
+                TASK,
+                args=[1, "é"],
+                kwargs={"n": 1},
+                options={"queue": queue, **options},
+                id="same-1",
+            )
+        ]
+    )
+    fast = claims(
+        [
+            JobSpec(
+                TASK,
+                args=[1, "é"],
+                kwargs={"n": 1},
+                options={"queue": queue, **options},
+                id="same-2",
+            )
+        ]
+    )
     CeleryDispatcher(app).dispatch_many(sent)
     publishers(app).dispatch_many(fast)
     by_celery, by_fast_path = broker.take(queue)

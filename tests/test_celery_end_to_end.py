@@ -98,7 +98,13 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     # their broker messages built as they are accepted or not
     client = Client(storage, envelopes=dispatcher if envelopes else None)
     specs = [
-        JobSpec("e2e.record", [i], {"n": i}, {"queue": worker["queue"]}, countdown=2.0 * i / 300)
+        JobSpec(
+            "e2e.record",
+            args=[i],
+            kwargs={"n": i},
+            options={"queue": worker["queue"]},
+            countdown=2.0 * i / 300,
+        )
         for i in range(300)
     ]
     results = client.schedule_many(specs)
@@ -134,8 +140,8 @@ def test_the_fast_path_keeps_priority_lists_and_headers(worker: dict[str, Any]) 
     from tests.e2e_celery_app import app
 
     specs = [
-        JobSpec("e2e.record", [p], {"n": p}, {"queue": worker["queue"], "priority": p,
-                                               "headers": {"x_tenant": "acme"}}, f"fast-{p}")
+        JobSpec("e2e.record", args=[p], kwargs={"n": p}, id=f"fast-{p}",
+                options={"queue": worker["queue"], "priority": p, "headers": {"x_tenant": "acme"}})
         for p in (0, 3, 9)
     ]  # fmt: skip
     claims = [

@@ -163,3 +163,12 @@ def test_envelopes_are_built_at_accept_and_come_back_with_the_claim(storage: Sto
         (fast, "tasks.fast\nmessage for f"),
         (slow, None),
     ]
+
+
+def test_a_job_spec_takes_only_its_task_by_position() -> None:
+    # Given the arguments of a job in the order of its fields
+    # When they are passed by position, Then the constructor refuses: each must be named
+    with pytest.raises(TypeError, match="positional"):
+        JobSpec("t", [1], {"n": 1}, {}, "an-id")  # type: ignore[call-arg]
+    spec = JobSpec("t", args=[1], kwargs={"n": 1}, id="an-id")
+    assert (spec.task, spec.args, spec.kwargs, spec.id) == ("t", [1], {"n": 1}, "an-id")

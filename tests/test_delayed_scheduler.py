@@ -67,7 +67,7 @@ def schedule(storage: Storage, specs: Sequence[JobSpec]) -> list[str]:
 
 
 def due_jobs(storage: Storage, count: int) -> list[str]:
-    return schedule(storage, [JobSpec("tasks.add", [i, i]) for i in range(count)])
+    return schedule(storage, [JobSpec("tasks.add", args=[i, i]) for i in range(count)])
 
 
 @pytest.mark.parametrize("release_mode", ["per_job", "batch"])
@@ -100,7 +100,14 @@ def test_a_pass_releases_every_due_job_once(
 def test_arguments_and_routing_options_reach_the_dispatcher(storage: Storage) -> None:
     (job_id,) = schedule(
         storage,
-        [JobSpec("tasks.mail", [1, "ü"], {"to": "a@b"}, {"queue": "mail", "priority": 7})],
+        [
+            JobSpec(
+                "tasks.mail",
+                args=[1, "ü"],
+                kwargs={"to": "a@b"},
+                options={"queue": "mail", "priority": 7},
+            )
+        ],
     )
     recorder = Recorder()
     make_scheduler(storage, recorder).run_once()

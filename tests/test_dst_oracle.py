@@ -209,7 +209,7 @@ def simulate(
     ticks = oracle(cron, name, low, horizon)
     schedule = Schedule(
         cron,
-        name,
+        timezone=name,
         misfire_policy=policy,  # type: ignore[arg-type]
         misfire_cap=cap,
         misfire_grace=GRACE,

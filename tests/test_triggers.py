@@ -25,7 +25,7 @@ def utc(text: str) -> float:
 
 
 def ticks(cron: str, zone: str, after: str, count: int) -> list[float]:
-    schedule, moment, out = Schedule(cron, zone), utc(after), []
+    schedule, moment, out = Schedule(cron, timezone=zone), utc(after), []
     for _ in range(count):
         tick = next_tick(schedule, moment)
         assert tick is not None
@@ -152,7 +152,7 @@ def test_bad_schedules_are_refused(kwargs: dict[str, object], message: str) -> N
 
 
 def test_schedule_round_trips_through_json() -> None:
-    schedule = Schedule("0 9 * * 1-5", "Europe/Berlin", misfire_policy="skip")
+    schedule = Schedule("0 9 * * 1-5", timezone="Europe/Berlin", misfire_policy="skip")
     assert Schedule.from_json(schedule.to_json()) == schedule
 
 
@@ -218,7 +218,7 @@ def test_bad_intervals_are_refused(kwargs: dict[str, object], message: str) -> N
 def test_first_pass_ticks_fire_from_the_repeated_hour(
     cron: str, zone: str, policy: str, due: str, now: str, fired: list[str], next_run: str
 ) -> None:
-    schedule = Schedule(cron, zone, misfire_policy=policy)  # type: ignore[arg-type]
+    schedule = Schedule(cron, timezone=zone, misfire_policy=policy)  # type: ignore[arg-type]
     assert next_tick(schedule, utc(due) - 1) == utc(due)
     plan = plan_firing(schedule, utc(due), utc(now))
     assert plan.ticks == [utc(t) for t in fired]
@@ -227,7 +227,7 @@ def test_first_pass_ticks_fire_from_the_repeated_hour(
 
 def test_a_pass_in_the_repeated_hour_does_not_walk_through_it_second_by_second() -> None:
     # Given an every-second schedule due at the last first-pass second, seen from the second pass
-    schedule = Schedule("* * * * * *", "Europe/Berlin")
+    schedule = Schedule("* * * * * *", timezone="Europe/Berlin")
     due, now = utc("2027-10-31T00:59:59Z"), utc("2027-10-31T01:30:00Z")
     # When planned (and the next tick asked for, 30 minutes into the repeated hour)
     started = time.perf_counter()
@@ -295,3 +295,10 @@ def test_dates_that_leave_no_tick_between_them_are_refused() -> None:
     with pytest.raises(InvalidJobError, match=r"'0 9 1 \* \*' .* never fires between"):
         Schedule("0 9 1 * *", start_at=utc("2026-01-02T00:00Z"), end_at=utc("2026-01-31T00:00Z"))
     assert Schedule("0 9 1 * *", start_at=utc("2026-01-02T00:00Z"), end_at=utc("2026-02-01T09:00Z"))
+
+
+def test_a_schedule_takes_only_its_cron_by_position() -> None:
+    # When a time zone follows the cron by position, Then the constructor refuses: name it
+    with pytest.raises(TypeError, match="positional"):
+        Schedule("0 9 * * *", "Europe/Berlin")  # type: ignore[call-arg]
+    assert Schedule("0 9 * * *", timezone="Europe/Berlin").timezone == "Europe/Berlin"

@@ -28,7 +28,7 @@ print("trial-end-user-2 created:", again.created)
 
 # Many at once, in one atomic bulk write.
 results = client.schedule_many(
-    JobSpec("tasks.send_reminder", [user, "weekly digest"], countdown=60 + user)
+    JobSpec("tasks.send_reminder", args=[user, "weekly digest"], countdown=60 + user)
     for user in range(100, 200)
 )
 print(f"scheduled {len(results)} digests")

@@ -120,7 +120,15 @@ class CeleryIntegration:
         carried = carried_options(options, self.app.now())
         if "queue" not in carried:  # route now, by this app's task_routes and default queue,
             carried["queue"] = self._queue_for(name, args, kwargs)  # whoever releases it later
-        spec = JobSpec(name, args or (), kwargs or {}, carried, job_id, eta, countdown)
+        spec = JobSpec(
+            name,
+            args=args or (),
+            kwargs=kwargs or {},
+            options=carried,
+            id=job_id,
+            eta=eta,
+            countdown=countdown,
+        )
         try:
             result = self.client.schedule_many([spec])[0]
         except StorageUnavailableError as exc:

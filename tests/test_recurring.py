@@ -303,8 +303,8 @@ BAD_ROWS = [
     ("not json", None, "stored schedule 'not json' is unusable"),
     ('["a list"]', None, "is unusable"),
     ('{"cron": "* * * * *", "nonsense": 1}', None, "is unusable"),
-    ('{"cron": "* * * * *"}', 1e20, "next run 1e[+]20 .outside the valid range"),
-    ('{"cron": "* * * * *"}', -1e20, "next run -1e[+]20"),
+    ('{"cron": "* * * * *"}', 1e20, "next_run_at 1e[+]20 .outside the valid range"),
+    ('{"cron": "* * * * *"}', -1e20, "next_run_at -1e[+]20"),
 ]
 
 

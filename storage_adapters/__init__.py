@@ -6,7 +6,15 @@ one backend never needs the others' drivers to be importable.
 
 from __future__ import annotations
 
-from .base import ListReleasingStorage, Storage
+from .base import (
+    JobStore,
+    ListReleasingStorage,
+    LockStore,
+    RecurringStore,
+    ReleaseStore,
+    Storage,
+    StorageAdmin,
+)
 from .errors import (
     InvalidArgumentError,
     InvalidIdentifierError,
@@ -48,8 +56,10 @@ __all__ = [
     "InvalidStorageURLError",
     "JobRecord",
     "JobState",
+    "JobStore",
     "ListReleasingStorage",
     "LockLease",
+    "LockStore",
     "MissingExtraError",
     "NewJob",
     "NewRecurring",
@@ -57,8 +67,11 @@ __all__ = [
     "RecordExistsError",
     "RecordNotFoundError",
     "RecurringRecord",
+    "RecurringStore",
+    "ReleaseStore",
     "SaveMode",
     "Storage",
+    "StorageAdmin",
     "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",

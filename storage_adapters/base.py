@@ -19,6 +19,16 @@ Releasing a job is a three-step hand-off that never marks a job Enqueued before 
 A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the next lock holder's
 ``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
 flight at the crash), and can never lose one.
+
+The contract reads as five small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
+``StorageAdmin`` (schema, clock, connections), ``JobStore`` (accept and manage delayed jobs),
+``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock) and
+``RecurringStore`` (recurring jobs and their firings). A part of the core that needs one family
+can say so in its signature.
+
+Bad input is refused before anything is written, with an error of the tree in ``errors``:
+``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``
+for a record that breaks the contract, ``InvalidIdentifierError`` for an unsafe id or name.
 """
 
 from __future__ import annotations
@@ -38,7 +48,15 @@ from .records import (
     SaveMode,
 )
 
-__all__ = ["ListReleasingStorage", "Storage"]
+__all__ = [
+    "JobStore",
+    "ListReleasingStorage",
+    "LockStore",
+    "RecurringStore",
+    "ReleaseStore",
+    "Storage",
+    "StorageAdmin",
+]
 
 
 @runtime_checkable
@@ -63,16 +81,8 @@ class ListReleasingStorage(Protocol):
 
 
 @runtime_checkable
-class Storage(Protocol):
-    """Durable store of scheduled jobs and distributed locks.
-
-    Every method is safe to call from many threads and many processes at once. Methods that take
-    a ``lock`` refuse to act (return nothing, change nothing) unless that lease is still the
-    current holder of its lock on the storage clock: that is the fence that stops a stalled
-    scheduler from acting on ownership it lost.
-    """
-
-    # -- set-up and clock -------------------------------------------------------------------
+class StorageAdmin(Protocol):
+    """Schema, clock and connections."""
 
     def setup(self) -> None:
         """Create or upgrade the schema. Idempotent; safe to run from several processes."""
@@ -86,7 +96,10 @@ class Storage(Protocol):
     def drop(self) -> None:
         """Delete every table or key under this adapter's prefix (uninstall, test clean-up)."""
 
-    # -- accept -----------------------------------------------------------------------------
+
+@runtime_checkable
+class JobStore(Protocol):
+    """Delayed jobs as callers see them: accept, read, list, cancel, reschedule, count."""
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
         """Durably store ``jobs``, all or nothing, in one round trip where the backend allows.
@@ -96,7 +109,26 @@ class Storage(Protocol):
         must be distinct.
         """
 
-    # -- release ----------------------------------------------------------------------------
+    def get_job(self, job_id: str) -> JobRecord | None:
+        """One job by id, in any state."""
+
+    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
+        """Jobs (of one state, or all), ordered by ``due_at`` then ``id``, paged by offset."""
+
+    def cancel(self, job_id: str) -> bool:
+        """``SCHEDULED`` -> ``CANCELLED``; ``False`` if the job is missing or not scheduled."""
+
+    def reschedule(self, job_id: str, due_at: float) -> bool:
+        """Move a ``SCHEDULED`` job's due time; ``False`` if it is missing or not scheduled."""
+
+    def count_by_state(self) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zeros included)."""
+
+
+@runtime_checkable
+class ReleaseStore(Protocol):
+    """The release hand-off (claim -> send -> mark_enqueued or unclaim), fenced by a ``lock``
+    that must still be current, and the recovery of claims whose lease ran out."""
 
     def fetch_due_ids(self, limit: int) -> list[str]:
         """Up to ``limit`` ids of ``SCHEDULED`` jobs with ``due_at <= now()``, earliest due first.
@@ -147,24 +179,11 @@ class Storage(Protocol):
     def next_due_at(self) -> float | None:
         """The earliest ``due_at`` of a ``SCHEDULED`` job, or ``None`` when there is none."""
 
-    # -- management -------------------------------------------------------------------------
 
-    def get_job(self, job_id: str) -> JobRecord | None:
-        """One job by id, in any state."""
-
-    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        """Jobs (of one state, or all), ordered by ``due_at`` then ``id``, paged by offset."""
-
-    def cancel(self, job_id: str) -> bool:
-        """``SCHEDULED`` -> ``CANCELLED``; ``False`` if the job is missing or not scheduled."""
-
-    def reschedule(self, job_id: str, due_at: float) -> bool:
-        """Move a ``SCHEDULED`` job's due time; ``False`` if it is missing or not scheduled."""
-
-    def count_by_state(self) -> dict[JobState, int]:
-        """How many jobs are in each state (every state present, zeros included)."""
-
-    # -- the distributed lock ---------------------------------------------------------------
+@runtime_checkable
+class LockStore(Protocol):
+    """The distributed lock: one holder at a time per name, each holding a lease on the storage
+    clock and a fencing token greater than any before it."""
 
     def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
         """Take lock ``name`` for ``lease`` seconds if it is free or its lease ran out.
@@ -186,13 +205,17 @@ class Storage(Protocol):
     def lock_holder(self, name: str) -> LockLease | None:
         """The current unexpired holder of ``name``, if any (for status output)."""
 
-    # -- recurring jobs ---------------------------------------------------------------------
+
+@runtime_checkable
+class RecurringStore(Protocol):
+    """Recurring jobs: their definitions, and firing them with a compare-and-set on version."""
 
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
         """Create or replace a recurring job; returns ``True`` if it was created.
 
-        ``create`` raises ``KeyError`` if the id exists, ``update`` raises ``KeyError`` if it does
-        not; neither writes anything then. An update replaces task, payload, schedule, enabled
+        ``create`` raises ``RecordExistsError`` if the id exists, ``update`` raises
+        ``RecordNotFoundError`` if it does not (both are ``KeyError``); neither writes anything
+        then. An update replaces task, payload, schedule, enabled
         and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
         """
 
@@ -232,3 +255,14 @@ class Storage(Protocol):
 
     def count_recurring(self) -> int:
         """How many recurring jobs are stored."""
+
+
+@runtime_checkable
+class Storage(StorageAdmin, JobStore, ReleaseStore, LockStore, RecurringStore, Protocol):
+    """Durable store of scheduled jobs and distributed locks: every family above, in one object.
+
+    Every method is safe to call from many threads and many processes at once. Methods that take
+    a ``lock`` refuse to act (return nothing, change nothing) unless that lease is still the
+    current holder of its lock on the storage clock: that is the fence that stops a stalled
+    scheduler from acting on ownership it lost.
+    """

@@ -8,8 +8,8 @@ Take-over: a holder that dies keeps the lock until its lease runs out (at most `
 after its last renewal, so at most one lease after its death). A scheduler that does not hold
 the lock never sleeps longer than one lease between attempts to take it (not even while backing
 off after failures), so a dead holder is replaced within ``lock_lease`` plus
-``min(poll_interval, lock_lease)``: about 11 s with the defaults. A holder that stops gracefully
-releases the lock, and the next attempt takes it at once.
+``min(poll_interval, lock_lease)``. A holder that stops gracefully releases the lock, and the
+next attempt takes it at once.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ class Settings:
     this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.
 
     ``lock_lease``: how long a scheduler lock lasts without renewal. The holder renews it every
-    third of the lease, so a dead holder is replaced within one lease (10 s by default) while a
-    live one never loses it to a short hiccup.
+    third of the lease, so a dead holder is replaced within one lease while a live one never
+    loses it to a short hiccup.
 
     ``connect_timeout``: how long one attempt to reach the storage server may take; a caller of
     ``apply_async`` with storage down waits about this long, not the driver's own default.

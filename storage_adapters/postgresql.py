@@ -53,8 +53,8 @@ def _serialise_schema_changes(conn: Connection, prefix: str) -> None:
 # Reading the due set ("earliest due first, LIMIT n") is best served, always, by walking the
 # partial due index in order and stopping after n rows. The planner only sees that when its
 # statistics are fresh: on a table that a burst has just filled (autovacuum has not analysed it
-# yet) it expects a handful of rows and picks a bitmap scan that sorts every due row instead:
-# measured 179 ms against 36 ms per batch of 1,000 out of 50,000 due. These settings hold for the
+# yet) it expects a handful of rows and picks a bitmap scan that sorts every due row instead,
+# several times slower per batch, and slower the more rows are due. These settings hold for the
 # one transaction of such a read, and only the statements this package issues in it.
 DUE_SCAN_SETTINGS = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off"
 

@@ -5,6 +5,12 @@ parallel_scheduler.celery.install(app)          # reads app.conf.parallel_schedu
 add.apply_async((1, 2), countdown=86_400)        # stored durably beyond eta_threshold
 add.schedule((1, 2), countdown=60)               # always stored durably
 app.parallel_scheduler.cancel(result.id)
+
+The modules, each importing only those below it: ``install`` (install(app)) -> ``bootstep``,
+``beat`` and ``command`` (the three ways to run a scheduler) -> ``integration`` (settings,
+client, schedule/cancel) -> ``wiring`` (which dispatcher, accept-time messages, the service) ->
+``beat_sync`` (beat_schedule -> recurring jobs) and ``publish/`` (how a due job reaches the
+broker: ``send_task``, ``redis_lists``, ``amqp``).
 """
 
 from __future__ import annotations

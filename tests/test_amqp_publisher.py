@@ -35,8 +35,8 @@ from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
 from parallel_scheduler.errors import ConfigurationError, LeaseLost
 from storage_adapters import ClaimedJob
+from tests.celery_cluster import Cluster
 from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
-from tests.test_celery_plugin import Cluster
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -94,9 +94,9 @@ def test_the_fallback_hands_the_call_to_celery_with_a_warning(
     queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = producer(queue, UNREACHABLE["redis"], fallback_to_celery=True)
-    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.celery"):
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.celery.install"):
         result = app.send_task("plugin.record", (7,), countdown=600)
-    warnings = [r for r in caplog.records if r.name == "parallel_scheduler.celery"]
+    warnings = [r for r in caplog.records if r.name == "parallel_scheduler.celery.install"]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     assert "goes to Celery's own eta path (fallback_to_celery)" in warnings[0].getMessage()
     assert "127.0.0.1:1" in warnings[0].getMessage()

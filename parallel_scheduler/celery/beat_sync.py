@@ -31,7 +31,7 @@ from ..recurring_jobs import RecurringJob, RecurringJobs
 
 __all__ = ["BEAT_PREFIX", "SyncReport", "recurring_id_for", "schedule_of", "sync_beat_schedule"]
 
-logger = logging.getLogger("parallel_scheduler.celery.beat")
+logger = logging.getLogger(__name__)
 BEAT_PREFIX = "beat-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 

@@ -26,7 +26,7 @@ from .integration import get_integration
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
 
-logger = logging.getLogger("parallel_scheduler.celery")
+logger = logging.getLogger(__name__)
 FLAG = "--parallel-scheduler"
 
 

@@ -56,7 +56,7 @@ from ..settings import Settings
 
 __all__ = ["IdempotentTask"]
 
-logger = logging.getLogger("parallel_scheduler.celery.idempotent")
+logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "ps:idempotent"
 DEFAULT_TTL = 24 * 3600.0

@@ -26,7 +26,7 @@ from .revoke import hook_revoke
 
 __all__ = ["install"]
 
-logger = logging.getLogger("parallel_scheduler.celery")
+logger = logging.getLogger(__name__)
 
 
 def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:

@@ -40,7 +40,7 @@ from .wiring import build_service, dispatcher_for, envelopes_for
 
 __all__ = ["ATTRIBUTE", "CeleryIntegration", "get_integration"]
 
-logger = logging.getLogger("parallel_scheduler.celery")
+logger = logging.getLogger(__name__)
 #: The app attribute ``install`` sets to the app's integration.
 ATTRIBUTE = "parallel_scheduler"
 #: Options that name a broker connection: harmless to drop when it is the app's own broker (a

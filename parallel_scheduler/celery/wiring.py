@@ -36,7 +36,7 @@ from .signals import job_released
 
 __all__ = ["build_service", "dispatcher_for", "envelopes_for"]
 
-logger = logging.getLogger("parallel_scheduler.celery")
+logger = logging.getLogger(__name__)
 #: How long syncing ``beat_schedule`` at start keeps retrying unreachable storage.
 _BEAT_SYNC_RETRY_FOR = 30.0
 

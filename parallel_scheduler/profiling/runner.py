@@ -31,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from storage_adapters import mask_url
 from storage_adapters.urls import scheme_of
 
+from .. import delayed_scheduler
 from . import probes
 from .latency_proxy import LatencyProxy
 from .options import ProfileOptions
@@ -49,7 +50,7 @@ WIDE = 140
 @contextmanager
 def _quiet_scheduler_log() -> Iterator[None]:
     """One INFO line per pass would bury the progress bar; warnings still show."""
-    delayed = logging.getLogger("parallel_scheduler.delayed_scheduler")
+    delayed = logging.getLogger(delayed_scheduler.__name__)
     level = delayed.level
     delayed.setLevel(max(level, logging.WARNING))
     try:

@@ -7,7 +7,8 @@ with ``TIME`` so every host agrees on what is due. Floats travel as round-trippa
 Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (the other states
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter).
-Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis_recurring.py``.
+Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis_recurring.py``, reading and
+managing jobs in ``redis_jobs.py``, the lock in ``redis_locks.py``: one mixin per contract family.
 """
 
 from __future__ import annotations
@@ -25,11 +26,7 @@ from redis.commands.core import Script
 from .checks import (
     RECOVERED_REASON,
     check_new_jobs,
-    epoch_seconds,
-    non_negative_offset,
     positive_count,
-    positive_seconds,
-    stored_seconds,
 )
 from .errors import (
     InvalidArgumentError,
@@ -40,13 +37,13 @@ from .errors import (
 from .permanent import dns_problem
 from .records import (
     ClaimedJob,
-    JobRecord,
     JobState,
     LockLease,
     NewJob,
-    validate_lock_name,
     validate_prefix,
 )
+from .redis_jobs import RedisJobs, float_arg, lease_arg
+from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .urls import InvalidStorageURLError, mask_url
 
@@ -75,16 +72,6 @@ _SCRIPTS = (
     "lock_holder",
     *RECURRING_SCRIPTS,
 )
-_JOB_FIELDS = [
-    "task",
-    "payload",
-    "due_at",
-    "state",
-    "attempts",
-    "created_at",
-    "updated_at",
-    "last_error",
-]
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
 
@@ -94,30 +81,6 @@ def _script_source(name: str) -> str:
     folder = resources.files("storage_adapters").joinpath("lua")
     common = folder.joinpath("_common.lua").read_text(encoding="utf-8")
     return common + folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-
-
-def _float_arg(name: str, value: float, *, positive: bool = False) -> str:
-    """``repr`` round-trips exactly, so the scripts parse the very double the caller passed."""
-    return repr(positive_seconds(name, value) if positive else epoch_seconds(name, value))
-
-
-def _lease(value: float) -> str:
-    return _float_arg("lease", value, positive=True)
-
-
-def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
-    task, payload, due_at, state, attempts, created_at, updated_at, last_error = fields
-    return JobRecord(
-        id=job_id,
-        task=task,
-        payload=payload,
-        due_at=stored_seconds(due_at),
-        state=JobState(state),
-        attempts=int(attempts),
-        created_at=stored_seconds(created_at),
-        updated_at=stored_seconds(updated_at),
-        last_error=last_error,
-    )
 
 
 def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
@@ -136,7 +99,7 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
     ]
 
 
-class RedisStorage(RedisRecurring):
+class RedisStorage(RedisJobs, RedisLocks, RedisRecurring):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and
@@ -227,7 +190,7 @@ class RedisStorage(RedisRecurring):
         check_new_jobs(jobs)
         args = [self._key("job:")]
         for job in jobs:
-            due_at = _float_arg("due_at", job.due_at)
+            due_at = float_arg("due_at", job.due_at)
             args += (job.id, job.task, job.payload, due_at, job.envelope or "")
         return args
 
@@ -241,7 +204,7 @@ class RedisStorage(RedisRecurring):
             self._key("claimed"),
             self._state_key(JobState.CLAIMED),
         ]
-        args = [self._key("job:"), lock.owner, str(lock.token), _lease(lease), what]
+        args = [self._key("job:"), lock.owner, str(lock.token), lease_arg(lease), what]
         return _claims(self._run(script, keys, args), lock.token)
 
     # -- set-up and clock -------------------------------------------------------------------
@@ -343,7 +306,7 @@ class RedisStorage(RedisRecurring):
             self._key("job:"),
             lock.owner,
             str(lock.token),
-            _lease(lease),
+            lease_arg(lease),
             positive_count("limit", limit),
             list_db,
             self._db,
@@ -385,65 +348,6 @@ class RedisStorage(RedisRecurring):
         with self._talking() as client:
             first = client.zrange(self._key("schedule"), 0, 0, withscores=True)
         return float(first[0][1]) if first else None
-
-    # -- management -------------------------------------------------------------------------
-
-    def get_job(self, job_id: str) -> JobRecord | None:
-        with self._talking() as client:
-            fields = client.hmget(self._key(f"job:{job_id}"), _JOB_FIELDS)
-        return _record(job_id, fields) if fields[0] is not None else None
-
-    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
-        index = self._key("all") if state is None else self._state_key(JobState(state))
-        args: list[str | int] = [self._key("job:"), offset, last]
-        return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
-
-    def cancel(self, job_id: str) -> bool:
-        keys = [self._key("schedule"), self._state_key(JobState.CANCELLED)]
-        return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
-
-    def reschedule(self, job_id: str, due_at: float) -> bool:
-        keys = [self._key("schedule"), self._key("all")]
-        args = [self._key("job:"), job_id, _float_arg("due_at", due_at)]
-        return bool(self._run("reschedule", keys, args))
-
-    def count_by_state(self) -> dict[JobState, int]:
-        with self._talking() as client:
-            pipe = client.pipeline(transaction=True)
-            for state in JobState:
-                pipe.zcard(self._state_key(state))
-            counts = pipe.execute()
-        return {state: int(n) for state, n in zip(JobState, counts, strict=True)}
-
-    # -- the distributed lock ---------------------------------------------------------------
-
-    def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
-        validate_lock_name(name)
-        keys = [self._key(f"lock:{name}"), self._key(f"fence:{name}")]
-        won = self._run("acquire_lock", keys, [owner, _lease(lease)])
-        if not won:
-            return None
-        return LockLease(name=name, owner=owner, token=int(won[0]), expires_at=float(won[1]))
-
-    def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
-        args = [lock.owner, str(lock.token), _lease(lease)]
-        expires_at = self._run("renew_lock", [self._key(f"lock:{lock.name}")], args)
-        if expires_at is None:
-            return None
-        return LockLease(lock.name, lock.owner, lock.token, float(expires_at))
-
-    def release_lock(self, lock: LockLease) -> bool:
-        args = [lock.owner, str(lock.token)]
-        return bool(self._run("release_lock", [self._key(f"lock:{lock.name}")], args))
-
-    def lock_holder(self, name: str) -> LockLease | None:
-        validate_lock_name(name)
-        held = self._run("lock_holder", [self._key(f"lock:{name}")], [])
-        if not held:
-            return None
-        owner, token, expires_at = held
-        return LockLease(name=name, owner=owner, token=int(token), expires_at=float(expires_at))
 
 
 def _configuration_problem(exc: redis.RedisError) -> str | None:

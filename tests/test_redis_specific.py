@@ -15,11 +15,14 @@ from redis.crc import key_slot
 from storage_adapters import (
     ClaimedJob,
     Firing,
+    InvalidArgumentError,
     InvalidStorageURLError,
     JobState,
     LockLease,
     NewJob,
     NewRecurring,
+    RecordExistsError,
+    RecordNotFoundError,
     StorageError,
     StorageUnavailableError,
 )
@@ -239,7 +242,7 @@ def test_malformed_url_options_are_rejected_up_front() -> None:
     ],
 )
 def test_bad_numbers_are_value_errors(store: RedisStorage, call: object) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):  # a ValueError of the storage tree
         call(store)  # type: ignore[operator]
 
 
@@ -314,9 +317,9 @@ def test_a_refused_save_writes_nothing(store: RedisStorage, raw: redis.Redis, pr
     now = store.now()
     store.save_recurring(recurring("a", now + 5), "create")
     before = raw.hgetall(f"{{{prefix}}}:rec:a")
-    with pytest.raises(KeyError, match="already exists"):
+    with pytest.raises(RecordExistsError, match="already exists"):
         store.save_recurring(recurring("a", now + 99, enabled=False), "create")
-    with pytest.raises(KeyError, match="does not exist"):
+    with pytest.raises(RecordNotFoundError, match="does not exist"):
         store.save_recurring(recurring("b", now), "update")
     assert raw.hgetall(f"{{{prefix}}}:rec:a") == before
     assert not raw.exists(f"{{{prefix}}}:rec:b")
@@ -360,7 +363,7 @@ def test_other_script_errors_are_not_key_errors(
 def test_bad_recurring_input_is_a_value_error(
     store: RedisStorage, raw: redis.Redis, prefix: str, call: object
 ) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):  # a ValueError of the storage tree
         call(store)  # type: ignore[operator]
     assert keys_of(raw, prefix) == [f"{{{prefix}}}:version"]
 

@@ -7,6 +7,7 @@ Every test uses queues of its own and deletes them afterwards. Broker state is r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -361,28 +362,9 @@ def test_a_message_is_what_send_task_would_publish(
     # Given the same call released by send_task and by the fast path, into one queue
     queue = broker.queue()
     app = make_app(queue)
-    sent = claims(
-        [
-            JobSpec(
-                TASK,
-                args=[1, "é"],
-                kwargs={"n": 1},
-                options={"queue": queue, **options},
-                id="same-1",
-            )
-        ]
-    )
-    fast = claims(
-        [
-            JobSpec(
-                TASK,
-                args=[1, "é"],
-                kwargs={"n": 1},
-                options={"queue": queue, **options},
-                id="same-2",
-            )
-        ]
-    )
+    spec = JobSpec(TASK, args=[1, "é"], kwargs={"n": 1}, options={"queue": queue, **options})
+    sent = claims([dataclasses.replace(spec, id="same-1")])
+    fast = claims([dataclasses.replace(spec, id="same-2")])
     CeleryDispatcher(app).dispatch_many(sent)
     publishers(app).dispatch_many(fast)
     by_celery, by_fast_path = broker.take(queue)

@@ -40,49 +40,57 @@ def new_job(job_id: str = "a", *, task: str = "tasks.add", payload: object = "{}
     return NewJob(id=job_id, task=task, payload=payload, due_at=0.0)  # type: ignore[arg-type]
 
 
-BAD_ARGUMENTS: dict[str, tuple[Callable[[Storage], object], str]] = {
-    "job offset": (lambda s: s.list_jobs(None, 10, offset=-1), "offset"),
-    "job limit": (lambda s: s.list_jobs(None, 0), "limit"),
-    "recurring offset": (lambda s: s.list_recurring(10, offset=-1), "offset"),
-    "recurring limit": (lambda s: s.list_recurring(0), "limit"),
-    "due limit": (lambda s: s.fetch_due_ids(0), "limit"),
-    "lock lease": (lambda s: s.acquire_lock("l", "me", 0), "lease"),
-    "save mode": (lambda s: s.save_recurring(recurring(), "replace"), "mode"),  # type: ignore[arg-type]
-    "enabled flag": (lambda s: s.set_recurring_enabled("r", 1, None), "enabled"),  # type: ignore[arg-type]
-    "due time": (lambda s: s.reschedule("a", float("nan")), "due_at"),
+Call = Callable[[Storage], object]
+
+#: A bad input, the error of the tree it must raise, and a word the message must hold.
+BAD_INPUT: dict[str, tuple[Call, type[InvalidArgumentError], str]] = {
+    "job offset": (lambda s: s.list_jobs(None, 10, offset=-1), InvalidArgumentError, "offset"),
+    "job limit": (lambda s: s.list_jobs(None, 0), InvalidArgumentError, "limit"),
+    "recurring offset": (lambda s: s.list_recurring(10, offset=-1), InvalidArgumentError, "offset"),
+    "recurring limit": (lambda s: s.list_recurring(0), InvalidArgumentError, "limit"),
+    "due limit": (lambda s: s.fetch_due_ids(0), InvalidArgumentError, "limit"),
+    "lock lease": (lambda s: s.acquire_lock("l", "me", 0), InvalidArgumentError, "lease"),
+    "save mode": (
+        lambda s: s.save_recurring(recurring(), "replace"),  # type: ignore[arg-type]
+        InvalidArgumentError,
+        "mode",
+    ),
+    "enabled flag": (
+        lambda s: s.set_recurring_enabled("r", 1, None),  # type: ignore[arg-type]
+        InvalidArgumentError,
+        "enabled",
+    ),
+    "due time": (lambda s: s.reschedule("a", float("nan")), InvalidArgumentError, "due_at"),
+    "duplicate id": (
+        lambda s: s.add_jobs([new_job("a"), new_job("a")]),
+        InvalidRecordError,
+        "twice",
+    ),
+    "empty task": (lambda s: s.add_jobs([new_job(task="")]), InvalidRecordError, "task name"),
+    "job payload": (lambda s: s.add_jobs([new_job(payload=b"{}")]), InvalidRecordError, "payload"),
+    "recurring payload": (
+        lambda s: s.save_recurring(recurring(payload=1), "create"),
+        InvalidRecordError,
+        "payload",
+    ),
+    "recurring enabled": (
+        lambda s: s.save_recurring(recurring(enabled=1), "create"),
+        InvalidRecordError,
+        "enabled",
+    ),
 }
 
-BAD_RECORDS: dict[str, tuple[Callable[[Storage], object], str]] = {
-    "duplicate id": (lambda s: s.add_jobs([new_job("a"), new_job("a")]), "twice"),
-    "empty task": (lambda s: s.add_jobs([new_job(task="")]), "task name"),
-    "job payload": (lambda s: s.add_jobs([new_job(payload=b"{}")]), "payload"),
-    "recurring payload": (lambda s: s.save_recurring(recurring(payload=1), "create"), "payload"),
-    "recurring enabled": (lambda s: s.save_recurring(recurring(enabled=1), "create"), "enabled"),
-}
 
-
-def nothing_stored(storage: Storage) -> bool:
-    return sum(storage.count_by_state().values()) == 0 and storage.count_recurring() == 0
-
-
-@pytest.mark.parametrize("case", list(BAD_ARGUMENTS))
-def test_a_bad_argument_raises_invalid_argument_error(storage: Storage, case: str) -> None:
-    call, named = BAD_ARGUMENTS[case]
-    # When an argument is out of range, Then the tree's error names it
-    with pytest.raises(InvalidArgumentError, match=named) as raised:
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_raises_the_trees_value_error(storage: Storage, case: str) -> None:
+    call, error, named = BAD_INPUT[case]
+    # When an argument is out of range or a record breaks the contract
+    with pytest.raises(error, match=named) as raised:
         call(storage)
-    # And it is a StorageError and still the ValueError it used to be
+    # Then the tree's precise error names it, is a StorageError and still the ValueError it was
     assert isinstance(raised.value, StorageError) and isinstance(raised.value, ValueError)
-    assert nothing_stored(storage)
-
-
-@pytest.mark.parametrize("case", list(BAD_RECORDS))
-def test_a_bad_record_raises_invalid_record_error(storage: Storage, case: str) -> None:
-    call, named = BAD_RECORDS[case]
-    with pytest.raises(InvalidRecordError, match=named) as raised:
-        call(storage)
-    assert isinstance(raised.value, StorageError) and isinstance(raised.value, ValueError)
-    assert nothing_stored(storage)
+    # And nothing was written
+    assert sum(storage.count_by_state().values()) == 0 and storage.count_recurring() == 0
 
 
 @pytest.mark.parametrize(

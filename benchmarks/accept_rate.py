@@ -47,7 +47,12 @@ def one_run(args: argparse.Namespace, shape: str, jobs: int, seed: int) -> dict[
     rng = random.Random(seed)
     specs = [
         JobSpec(
-            "bench.noop", [i, rng.random()], {"k": "v" * 8}, {"queue": "q"}, f"j{i}", None, 3600
+            "bench.noop",
+            args=[i, rng.random()],
+            kwargs={"k": "v" * 8},
+            options={"queue": "q"},
+            id=f"j{i}",
+            countdown=3600,
         )
         for i in range(jobs)
     ]

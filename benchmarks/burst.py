@@ -40,7 +40,7 @@ from harness.burst_report import figures, markdown_report
 from harness.measure import ResourceMonitor, process_groups
 from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles, wait_for_completion
-from harness.peers import PEERS, SYSTEMS
+from harness.peers import PEERS, SYSTEMS, parse_peers
 from harness.report import conclude, environment, options
 from harness.systems import BurstConfig, ParallelScheduler, RunContext, System
 from harness.workloads import plan_jobs, schedule_concurrently
@@ -121,9 +121,6 @@ def _left_in_storage(system: System, created: int) -> int:
     return created - int(system.storage_counts().get("enqueued", 0))
 
 
-# -- figures ---------------------------------------------------------------------------------------
-
-
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -168,14 +165,6 @@ def _config(ns: argparse.Namespace) -> BurstConfig:
     return BurstConfig.from_options(ns, results_url=results_url)
 
 
-def _peers(value: str) -> list[str]:
-    chosen = list(PEERS) if value == "all" else [p.strip() for p in value.split(",") if p.strip()]
-    unknown = set(chosen) - set(PEERS)
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown peer(s) {sorted(unknown)}; known: {PEERS}")
-    return chosen
-
-
 CHOICES = [
     ("--release-mode", ("per_job", "batch"), "how due jobs are claimed"),
     ("--dispatcher", ("send_task", "fast_publish"),
@@ -211,7 +200,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--warmup-jobs", type=int, default=2000)
     p.add_argument("--repetitions", type=int, default=3)
-    p.add_argument("--peers", type=_peers, default=[], help=f"'all' or some of {','.join(PEERS)}")
+    p.add_argument(
+        "--peers", type=parse_peers, default=[], help=f"'all' or some of {','.join(PEERS)}"
+    )
     add_run_options(p, timeout=600.0, timeout_help="per repetition, for the burst")
     p.add_argument("--markdown", type=Path, help="Markdown report (never overwritten)")
     ns = parse_checked(p, argv, redis_broker=False, outputs=("out", "markdown"))

@@ -72,7 +72,13 @@ def store_due_jobs(
     now = storage.now()
     for first in range(0, jobs, 5000):
         specs = [
-            JobSpec("bench.noop", [i, rng.random()], {"k": "v" * 8}, {"queue": queue}, f"j{i}")
+            JobSpec(
+                "bench.noop",
+                args=[i, rng.random()],
+                kwargs={"k": "v" * 8},
+                options={"queue": queue},
+                id=f"j{i}",
+            )
             for i in range(first, min(jobs, first + 5000))
         ]
         storage.add_jobs(with_envelopes([spec.encode(now - 1) for spec in specs], maker))

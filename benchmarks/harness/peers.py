@@ -4,6 +4,7 @@ built-in scheduler and huey, each driven through its own public API (see ``syste
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from .processes import ready_count, start_process, wait_until
 from .systems import ParallelScheduler, RunContext, System, scenario_environment
 from .workloads import PlannedJob
 
-__all__ = ["PEERS", "SYSTEMS"]
+__all__ = ["PEERS", "SYSTEMS", "parse_peers"]
 
 
 def _need_redis(peer: str, broker_url: str) -> None:
@@ -162,3 +163,12 @@ SYSTEMS: dict[str, type[System]] = {
     "huey": Huey,
 }
 PEERS = ("celery-eta", "rq", "huey")
+
+
+def parse_peers(value: str) -> list[str]:
+    """``--peers``: ``all``, or a comma-separated list of known peers."""
+    chosen = list(PEERS) if value == "all" else [p.strip() for p in value.split(",") if p.strip()]
+    unknown = set(chosen) - set(PEERS)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {sorted(unknown)}; known: {PEERS}")
+    return chosen

@@ -247,7 +247,7 @@ class ParallelScheduler(System):
         specs = [
             JobSpec(
                 CELERY_TASK,
-                [job.index, job.token],
+                args=[job.index, job.token],
                 id=job.id,
                 eta=job.due_at,
                 options={"queue": self._queue},

@@ -25,7 +25,7 @@ def specs(jobs: list[PlannedJob], first_index: int, queue: str) -> list[JobSpec]
     return [
         JobSpec(
             CELERY_TASK,
-            [first_index + job.index, job.token],
+            args=[first_index + job.index, job.token],
             id=job.id,
             eta=job.due_at,
             options={"queue": queue},

@@ -21,6 +21,7 @@ storage/dispatcher pair to decide; ``parallel_scheduler.celery.wiring`` applies 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -62,7 +63,9 @@ def decode_envelope(envelope: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class ReleaseFacts:
-    """What releasing a job needs from its payload, decoded once."""
+    """What releasing a job needs from its payload, decoded once. Read-only: a recent payload's
+    facts are shared (see ``release_facts``), so no reader may change ``args``, ``kwargs`` or
+    ``options`` in place."""
 
     args: list[Any]
     kwargs: dict[str, Any]
@@ -71,12 +74,29 @@ class ReleaseFacts:
     expires_at: float | None
 
 
+#: Recent payloads' facts are kept so that one release reads a payload once: the releaser reads
+#: a claimed job's expiry, then the dispatcher the rest of the same payload. Bounded in count and
+#: in payload size, so it never holds more than a few megabytes; a payload past either bound is
+#: simply decoded again.
+_RECENT_PAYLOADS = 1024
+_RECENT_PAYLOAD_CHARS = 2048
+
+
 def release_facts(payload: str) -> ReleaseFacts:
     """The release facts of a stored payload (see ``jobs.JobSpec.encode`` for its format)."""
+    if len(payload) <= _RECENT_PAYLOAD_CHARS:
+        return _recent_facts(payload)
+    return _decode_facts(payload)
+
+
+def _decode_facts(payload: str) -> ReleaseFacts:
     args, kwargs, options = decode_payload(payload)
     expires = options.get("expires")
     expires_at = float(expires) if isinstance(expires, (int, float)) else None
     return ReleaseFacts(args, kwargs, options, expires_at)
+
+
+_recent_facts = functools.lru_cache(maxsize=_RECENT_PAYLOADS)(_decode_facts)
 
 
 @runtime_checkable

@@ -37,7 +37,11 @@ logger = logging.getLogger(__name__)
 ReleaseListener = Callable[[ClaimedJob, float], None]
 
 
-def _expired(expires_at: float | None, now: float) -> bool:
+def _expired(claim: ClaimedJob, now: float) -> bool:
+    try:
+        expires_at = release_facts(claim.payload).expires_at
+    except Exception:  # unreadable: its dispatcher fails on it and reports why, as for any job
+        return False
     return expires_at is not None and expires_at <= now
 
 
@@ -87,7 +91,7 @@ class Releaser:
         """
         outcomes: Counter[Outcome] = Counter()
         now = self._clock.now()
-        expired = [c for c in claims if _expired(release_facts(c.payload).expires_at, now)]
+        expired = [c for c in claims if _expired(c, now)]
         if expired:
             call_storage(lambda: self._storage.expire(expired, "expired before release"))
             outcomes[Outcome.EXPIRED] += len(expired)

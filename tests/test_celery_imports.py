@@ -84,3 +84,13 @@ def test_release_facts_come_from_the_options_not_from_the_text() -> None:
     facts = release_facts(expiring.payload)
     assert facts.expires_at == 2_000.5
     assert (facts.args, facts.kwargs, facts.options) == ([1], {}, {"expires": 2_000.5})
+
+
+def test_release_facts_are_the_same_each_time_for_long_and_short_payloads() -> None:
+    # recent short payloads are kept decoded, long ones decoded each time: the same facts
+    long_args = ["x" * 5_000]
+    for args in (long_args, ["short"]):
+        job = JobSpec("t", args=args, options={"expires": 2_000.0}).encode(1_000.0)
+        first, again = release_facts(job.payload), release_facts(job.payload)
+        assert first == again
+        assert (first.args, first.expires_at) == (args, 2_000.0)

@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -113,7 +112,3 @@ def ms_summary(values: Sequence[float], *, with_min: bool = False) -> dict[str, 
         return {k: (v if k == "count" else round(v, 1)) for k, v in summary.items()}
     summary.pop("count")
     return {k: round(v, 1) for k, v in summary.items()}
-
-
-def median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))

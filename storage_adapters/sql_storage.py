@@ -27,7 +27,6 @@ from .checks import (
     optional_epoch_seconds,
     positive_count,
     positive_seconds,
-    stored_seconds,
 )
 from .errors import (
     RecordExistsError,
@@ -49,6 +48,7 @@ from .records import (
     validate_lock_name,
     validate_prefix,
 )
+from .sql_job_rows import claimed_job, job_record
 from .sql_recurring_rows import firing_params, recurring_record, save_params
 from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements
 from .sql_tables import build_tables, migrate
@@ -59,34 +59,8 @@ ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
 _UNDEFINED_TABLE = "42P01"
 
 
-def _record(row: Row[Any]) -> JobRecord:
-    return JobRecord(
-        id=row.id,
-        task=row.task,
-        payload=row.payload,
-        due_at=stored_seconds(row.due_at),
-        state=JobState(row.state),
-        attempts=int(row.attempts),
-        created_at=stored_seconds(row.created_at),
-        updated_at=stored_seconds(row.updated_at),
-        last_error=row.last_error,
-    )
-
-
 class _RollBack(Exception):
     """Raised inside ``_transaction`` to end it with ``ROLLBACK``: its first write was refused."""
-
-
-def _claimed(row: Row[Any], token: int) -> ClaimedJob:
-    return ClaimedJob(
-        id=row.id,
-        task=row.task,
-        payload=row.payload,
-        due_at=float(row.due_at),
-        attempts=int(row.attempts),
-        token=token,
-        envelope=row.envelope,
-    )
 
 
 class SQLStorage:
@@ -249,12 +223,12 @@ class SQLStorage:
     def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
         params = self._claim_params(lock, lease)
         rows = self._rows(self._sql.claim, {**params, "job_id": job_id})
-        return _claimed(rows[0], lock.token) if rows else None
+        return claimed_job(rows[0], lock.token) if rows else None
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
         params = {**self._claim_params(lock, lease), "limit": positive_count("limit", limit)}
         rows = self._due_rows(self._sql.claim_due, params)
-        claims = [_claimed(row, lock.token) for row in rows]
+        claims = [claimed_job(row, lock.token) for row in rows]
         # RETURNING follows the update's physical order, not the due order the contract promises.
         return sorted(claims, key=lambda c: (c.due_at, c.id))
 
@@ -297,7 +271,7 @@ class SQLStorage:
 
     def get_job(self, job_id: str) -> JobRecord | None:
         rows = self._rows(self._sql.get_job, {"job_id": job_id})
-        return _record(rows[0]) if rows else None
+        return job_record(rows[0]) if rows else None
 
     def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
         positive_count("limit", limit)
@@ -305,7 +279,7 @@ class SQLStorage:
             self._sql.list_all if state is None else self._sql.list_by_state[JobState(state)]
         )
         rows = self._rows(statement, {"limit": int(limit), "offset": non_negative_offset(offset)})
-        return [_record(row) for row in rows]
+        return [job_record(row) for row in rows]
 
     def cancel(self, job_id: str) -> bool:
         return self._changed(self._sql.cancel, {"job_id": job_id}) == 1

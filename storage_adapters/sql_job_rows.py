@@ -1,0 +1,42 @@
+"""Jobs in the SQL adapters: rows read back as the contract's records, apart from ``SQLStorage``
+so that module stays about plumbing and the job life cycle (``sql_recurring_rows.py`` does the
+same for recurring jobs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Row
+
+from .checks import stored_seconds
+from .records import ClaimedJob, JobRecord, JobState
+
+__all__ = ["claimed_job", "job_record"]
+
+
+def job_record(row: Row[Any]) -> JobRecord:
+    """A stored job's row; its instants may be outside the valid range (``stored_seconds``)."""
+    return JobRecord(
+        id=row.id,
+        task=row.task,
+        payload=row.payload,
+        due_at=stored_seconds(row.due_at),
+        state=JobState(row.state),
+        attempts=int(row.attempts),
+        created_at=stored_seconds(row.created_at),
+        updated_at=stored_seconds(row.updated_at),
+        last_error=row.last_error,
+    )
+
+
+def claimed_job(row: Row[Any], token: int) -> ClaimedJob:
+    """A row the claim statement returned, held under the fencing ``token``."""
+    return ClaimedJob(
+        id=row.id,
+        task=row.task,
+        payload=row.payload,
+        due_at=float(row.due_at),
+        attempts=int(row.attempts),
+        token=token,
+        envelope=row.envelope,
+    )

@@ -53,7 +53,18 @@ class JobState(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class NewJob:
+class _JobFields:
+    """What every form of a job carries (as accepted, as stored, as claimed): one definition,
+    so the three records cannot drift apart on these fields' names, types or order."""
+
+    id: str
+    task: str
+    payload: str
+    due_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob(_JobFields):
     """A job as accepted: its id doubles as the idempotency key.
 
     ``envelope`` is optional: the job's broker message, built once at accept time by a
@@ -63,21 +74,13 @@ class NewJob:
     ``decode_envelope``), and ``lua/release_to_lists.lua`` splits it the same way on the server.
     """
 
-    id: str
-    task: str
-    payload: str
-    due_at: float
     envelope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class JobRecord:
+class JobRecord(_JobFields):
     """A stored job as read back. ``updated_at`` is when its state last changed."""
 
-    id: str
-    task: str
-    payload: str
-    due_at: float
     state: JobState
     attempts: int
     created_at: float
@@ -86,20 +89,28 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimedJob:
+class ClaimedJob(_JobFields):
     """A job this claimer holds under ``token`` until ``lease_until`` (storage clock)."""
 
-    id: str
-    task: str
-    payload: str
-    due_at: float
     attempts: int
     token: int
     envelope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class NewRecurring:
+class _RecurringFields:
+    """What a recurring job carries both as saved and as stored, defined once."""
+
+    id: str
+    task: str
+    payload: str
+    schedule: str
+    enabled: bool
+    next_run_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecurring(_RecurringFields):
     """A recurring job as saved. ``schedule`` and ``history`` are JSON text the scheduler owns
     (cron, time zone, dates, misfire policy; recent firings): storage only keeps them.
 
@@ -107,25 +118,12 @@ class NewRecurring:
     Only ``enabled`` recurring jobs with a ``next_run_at`` are ever due.
     """
 
-    id: str
-    task: str
-    payload: str
-    schedule: str
-    enabled: bool
-    next_run_at: float | None
-
 
 @dataclass(frozen=True, slots=True)
-class RecurringRecord:
+class RecurringRecord(_RecurringFields):
     """A stored recurring job. ``version`` grows with every write: the compare-and-set token
     that makes a firing (or an update) act only on the state it was computed from."""
 
-    id: str
-    task: str
-    payload: str
-    schedule: str
-    enabled: bool
-    next_run_at: float | None
     last_run_at: float | None
     history: str
     version: int

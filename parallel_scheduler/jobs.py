@@ -15,7 +15,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from storage_adapters import JobRecord, JobState, NewJob, validate_job_id
+from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH
 
@@ -28,11 +28,13 @@ __all__ = [
     "ROUTING_OPTIONS",
     "Job",
     "JobSpec",
+    "StoredCall",
     "check_task_name",
     "decode_payload",
     "display_instant",
     "due_time",
     "new_job_id",
+    "read_payload",
     "utc_datetime",
 ]
 
@@ -251,9 +253,11 @@ def _shown_instant(name: str, epoch: float, problems: list[str]) -> datetime:
     return utc_datetime(MAX_INSTANT if epoch > MAX_INSTANT else MIN_INSTANT)
 
 
-def _read_payload(
+def read_payload(
     payload: str, problems: list[str]
 ) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """``decode_payload`` for showing a stored row: an unreadable payload is an empty call and
+    a note in ``problems``, never an exception (one bad row must not break a listing)."""
     try:
         return decode_payload(payload)
     except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the expected shape
@@ -262,7 +266,41 @@ def _read_payload(
 
 
 @dataclass(frozen=True)
-class Job:
+class StoredCall:
+    """What a stored job and a stored recurring job both show: the id, the task, and the call's
+    arguments and options decoded from the payload (see ``read_payload``)."""
+
+    id: str
+    task: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+
+    @staticmethod
+    def read_call(record: JobRecord | RecurringRecord, problems: list[str]) -> dict[str, Any]:
+        """These fields of ``record`` as keyword arguments; see ``read_payload``."""
+        args, kwargs, options = read_payload(record.payload, problems)
+        return {
+            "id": record.id,
+            "task": record.task,
+            "args": args,
+            "kwargs": kwargs,
+            "options": options,
+        }
+
+    def _call_dict(self) -> dict[str, Any]:
+        """The start of ``to_dict``, the same for both."""
+        return {
+            "id": self.id,
+            "task": self.task,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "options": self.options,
+        }
+
+
+@dataclass(frozen=True)
+class Job(StoredCall):
     """A stored job as callers see it: decoded arguments and aware UTC datetimes.
 
     Reading a row never fails, so one bad row (written before the range was checked, or by
@@ -271,11 +309,6 @@ class Job:
     and ``raw_payload`` the payload that could not be decoded.
     """
 
-    id: str
-    task: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    options: dict[str, Any]
     due_at: datetime
     state: JobState
     attempts: int
@@ -289,14 +322,10 @@ class Job:
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:
         problems: list[str] = []
-        args, kwargs, options = _read_payload(record.payload, problems)
+        call = cls.read_call(record, problems)
         unreadable = bool(problems)
         return cls(
-            id=record.id,
-            task=record.task,
-            args=args,
-            kwargs=kwargs,
-            options=options,
+            **call,
             due_at=_shown_instant("due_at", record.due_at, problems),
             state=record.state,
             attempts=record.attempts,
@@ -312,11 +341,7 @@ class Job:
         """JSON-ready; a flagged row carries ``problem``, its stored due time (a string when it
         is not a finite number, which strict JSON cannot hold) and any unreadable payload."""
         shown: dict[str, Any] = {
-            "id": self.id,
-            "task": self.task,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "options": self.options,
+            **self._call_dict(),
             "due_at": self.due_at.isoformat(),
             "state": self.state.value,
             "attempts": self.attempts,

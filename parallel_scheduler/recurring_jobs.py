@@ -36,7 +36,7 @@ from storage_adapters import (
 from .clock import StorageClock
 from .errors import InvalidJobError
 from .firing_ids import firing_id, trigger_id
-from .jobs import JobSpec, decode_payload, display_instant, utc_datetime
+from .jobs import JobSpec, StoredCall, display_instant, utc_datetime
 from .limits import in_range
 from .retrying import call_storage
 from .triggers import MisfirePolicy, Schedule, next_tick
@@ -122,12 +122,7 @@ def add_history(history: str, entries: Sequence[tuple[float, str]]) -> str:
 
 
 @dataclass(frozen=True)
-class RecurringJob:
-    id: str
-    task: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    options: dict[str, Any]
+class RecurringJob(StoredCall):
     schedule: Schedule
     enabled: bool
     next_run_at: datetime | None
@@ -142,18 +137,10 @@ class RecurringJob:
     def from_record(cls, record: RecurringRecord) -> RecurringJob:
         """The stored row as callers see it. Never raises: see ``problem``."""
         problems: list[str] = []
-        try:
-            args, kwargs, options = decode_payload(record.payload)
-        except (ValueError, TypeError, AttributeError) as exc:
-            problems.append(f"payload is unreadable ({type(exc).__name__}: {exc})")
-            args, kwargs, options = [], {}, {}
+        call = cls.read_call(record, problems)
         schedule = _shown_schedule(record.schedule, problems)
         return cls(
-            id=record.id,
-            task=record.task,
-            args=args,
-            kwargs=kwargs,
-            options=options,
+            **call,
             schedule=schedule,
             enabled=record.enabled,
             next_run_at=_shown_instant("next_run_at", record.next_run_at, problems),
@@ -165,11 +152,7 @@ class RecurringJob:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; never raises (a flagged row carries ``problem``)."""
         return {
-            "id": self.id,
-            "task": self.task,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "options": self.options,
+            **self._call_dict(),
             "cron": self.schedule.cron or None,
             "every": self.schedule.every,
             "timezone": self.schedule.timezone,

@@ -19,8 +19,7 @@ import parallel_scheduler
 import parallel_scheduler.celery
 import storage_adapters
 from storage_adapters import MissingExtraError, ParallelSchedulerError
-
-from .conftest import REDIS_URL
+from tests.conftest import REDIS_URL
 
 
 def _hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

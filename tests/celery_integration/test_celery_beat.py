@@ -17,7 +17,7 @@ from celery.schedules import BaseSchedule, crontab
 from parallel_scheduler import Client, ConfigurationError
 from parallel_scheduler.celery.beat_sync import sync_beat_schedule
 from storage_adapters import Storage
-from tests.celery_cluster import ROOT, Cluster, broker_url
+from tests.celery_integration.celery_cluster import ROOT, Cluster, broker_url
 from tests.waiting import wait_until
 
 
@@ -99,7 +99,8 @@ def test_two_beats_fire_each_tick_exactly_once(tmp_path: Path) -> None:
         cluster.wait_ready(1)
         for n in range(2):
             command = [
-                sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "beat",
+                sys.executable, "-m", "celery", "-A", "tests.celery_integration.plugin_celery_app",
+                "beat",
                 "-S", "parallel_scheduler.celery.beat:DurableScheduler", "--loglevel=INFO",
                 f"--schedule={tmp_path / f'beat-{n}'}", "--pidfile=",
             ]  # fmt: skip

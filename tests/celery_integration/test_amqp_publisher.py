@@ -2,7 +2,7 @@
 
 Every test uses queues of its own and deletes them afterwards. Broker state is read with
 ``queue.declare(passive=True)``; worker executions are recorded in Redis by
-``tests.e2e_celery_app``, as in the Redis end-to-end tests.
+``tests.celery_integration.e2e_celery_app``, as in the Redis end-to-end tests.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
 from parallel_scheduler.errors import ConfigurationError, LeaseLost
 from storage_adapters import ClaimedJob
-from tests.celery_cluster import Cluster
+from tests.celery_integration.celery_cluster import Cluster
 from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
 from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "e2e.record"
 
 
@@ -124,7 +124,8 @@ def jobs(queue: str, count: int, label: str, **options: Any) -> list[ClaimedJob]
 
 
 class Worker:
-    """A real ``celery worker`` (tests.e2e_celery_app) consuming given queues from RabbitMQ."""
+    """A real ``celery worker`` (tests.celery_integration.e2e_celery_app) consuming given queues
+    from RabbitMQ."""
 
     def __init__(self, tmp_path: Path, queues: Sequence[str]) -> None:
         run = uuid.uuid4().hex[:10]
@@ -138,7 +139,8 @@ class Worker:
             PS_E2E_RECORD_KEY=self.key,
         )
         command = [
-            sys.executable, "-m", "celery", "-A", "tests.e2e_celery_app", "worker",
+            sys.executable, "-m", "celery", "-A", "tests.celery_integration.e2e_celery_app",
+            "worker",
             "-Q", ",".join(queues), "-c", "2", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "--loglevel=WARNING", f"--hostname=amqp-{run}@%h",
         ]  # fmt: skip

@@ -20,7 +20,7 @@ from celery.utils.time import maybe_make_aware
 
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
-from tests.celery_cluster import KINDS, ROOT, Cluster, running
+from tests.celery_integration.celery_cluster import KINDS, ROOT, Cluster, running
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
@@ -205,7 +205,8 @@ def test_the_celery_command_runs_a_pass(redis_cluster: Cluster) -> None:
     assert stored is not None
     wait_until(lambda: redis_cluster.storage.now() >= stored.due_at, timeout=10)
     output = subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "parallel-scheduler",
+        [sys.executable, "-m", "celery", "-A", "tests.celery_integration.plugin_celery_app",
+         "parallel-scheduler",
          "--once"],
         cwd=ROOT, env=redis_cluster.env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -18,7 +18,7 @@ from celery import Celery
 
 import parallel_scheduler.celery
 from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
-from tests.celery_cluster import Cluster, running
+from tests.celery_integration.celery_cluster import Cluster, running
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 

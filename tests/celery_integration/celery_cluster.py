@@ -1,5 +1,6 @@
 """A test's own Celery world: a queue, a storage prefix, a record of executions and real
-``celery worker`` processes (``tests.plugin_celery_app``), ended by pid when the test ends."""
+``celery worker`` processes (``tests.celery_integration.plugin_celery_app``), ended by pid when the
+test ends."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from storage_adapters import Storage
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ_URL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
 )
@@ -60,7 +61,8 @@ class Cluster:
     def start_worker(self, *extra: str, queue: str | None = None) -> subprocess.Popen[bytes]:
         name = f"w{len(self.workers)}-{self.queue}"
         command = [
-            sys.executable, "-m", "celery", "-A", "tests.plugin_celery_app", "worker",
+            sys.executable, "-m", "celery", "-A", "tests.celery_integration.plugin_celery_app",
+            "worker",
             "-Q", queue or self.queue, "-c", "2", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "--loglevel=INFO", f"--hostname={name}@%h", *extra,
         ]  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 from celery import chain, group
 
 from parallel_scheduler import JobState
-from tests.celery_cluster import KINDS, Cluster, running
+from tests.celery_integration.celery_cluster import KINDS, Cluster, running
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]

@@ -26,7 +26,7 @@ from parallel_scheduler.errors import ConfigurationError
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Worker:
@@ -46,7 +46,8 @@ class Worker:
             PS_IDEM_PREFIX=self.prefix,
         )
         command = [
-            sys.executable, "-m", "celery", "-A", "tests.idempotent_celery_app", "worker",
+            sys.executable, "-m", "celery", "-A", "tests.celery_integration.idempotent_celery_app",
+            "worker",
             "-Q", self.queue, "-c", "2", "--without-gossip", "--without-mingle",
             "--without-heartbeat", "--loglevel=INFO", f"--hostname=idem-{run}@%h",
         ]  # fmt: skip

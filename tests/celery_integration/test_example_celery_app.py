@@ -28,7 +28,7 @@ from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.celery
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "celery_app"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "celery_app"
 THRESHOLD, BELOW, BEYOND = 2.0, 1.0, 3.5
 LATENESS_ALLOWED = 3.0  # seconds after its due time a call must have run by
 

@@ -24,7 +24,7 @@ from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -40,7 +40,8 @@ def worker(tmp_path: Path) -> Iterator[dict[str, Any]]:
     )
     queue = f"ps-e2e-{run}"
     command = [
-        sys.executable, "-m", "celery", "-A", "tests.e2e_celery_app", "worker", "-Q", queue,
+        sys.executable, "-m", "celery", "-A", "tests.celery_integration.e2e_celery_app",
+        "worker", "-Q", queue,
         "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
         "--loglevel=WARNING", f"--hostname=e2e-{run}@%h",
     ]  # fmt: skip
@@ -90,7 +91,7 @@ def test_every_job_runs_once_at_or_after_its_due_time(
     fast_publish: bool,
     envelopes: bool,
 ) -> None:
-    from tests.e2e_celery_app import app
+    from tests.celery_integration.e2e_celery_app import app
 
     storage: Storage = make_storage()
     dispatcher = RedisPublisher(app) if fast_publish else CeleryDispatcher(app)
@@ -137,7 +138,7 @@ def test_every_job_runs_once_at_or_after_its_due_time(
 def test_the_fast_path_keeps_priority_lists_and_headers(worker: dict[str, Any]) -> None:
     # Given jobs with priorities and a custom header, handed over by the fast path
     from storage_adapters import ClaimedJob
-    from tests.e2e_celery_app import app
+    from tests.celery_integration.e2e_celery_app import app
 
     specs = [
         JobSpec("e2e.record", args=[p], kwargs={"n": p}, id=f"fast-{p}",

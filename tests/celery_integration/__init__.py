@@ -1,0 +1,1 @@
+"""Celery integration and end-to-end tests with real brokers and workers."""

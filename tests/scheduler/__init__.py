@@ -1,0 +1,1 @@
+"""The scheduler loops (delayed, recurring, races) against real storage."""

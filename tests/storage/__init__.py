@@ -1,0 +1,1 @@
+"""Storage adapter and contract tests against real servers."""

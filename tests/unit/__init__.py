@@ -1,0 +1,1 @@
+"""Pure unit tests: no server, no Celery worker; seconds."""

@@ -15,7 +15,7 @@ from storage_adapters import JobState
 
 from .opening import open_client, read
 from .options import count_arg, countdown_arg, instant_arg, json_arg
-from .render import job_view, print_table
+from .render import job_view, print_listing
 
 __all__ = ["add_commands"]
 
@@ -141,25 +141,16 @@ def cmd_list(ns: argparse.Namespace) -> int:
     state = None if ns.state is None else JobState(ns.state)
     with open_client(ns, read_only=True) as client:
         records = read(client, lambda: client.storage.list_jobs(state, ns.limit, ns.offset))
-    views = [job_view(record) for record in records]
-    if ns.json:
-        _print_json(views)
-        return 0
-    print_table(
-        ("id", "task", "state", "due", "attempts", "last error", "problem"),
-        [
-            (
-                view["id"],
-                view["task"],
-                view["state"],
-                view["due_at"],
-                view["attempts"],
-                view["last_error"],
-                view["problem"],
-            )
-            for view in views
-        ],
-    )
+    columns = {
+        "id": "id",
+        "task": "task",
+        "state": "state",
+        "due": "due_at",
+        "attempts": "attempts",
+        "last error": "last_error",
+        "problem": "problem",
+    }
+    print_listing([job_view(record) for record in records], columns, as_json=ns.json)
     return 0
 
 

@@ -7,13 +7,13 @@ cannot read (see ``render``), so the command that finds a broken recurring job n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .opening import open_client, read
 from .options import count_arg, instant_arg, interval_arg, json_arg
-from .render import print_table, recurring_view
+from .render import print_listing, recurring_view
 
 __all__ = ["add_commands"]
 
@@ -82,26 +82,17 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         storage = client.storage
         records = read(client, lambda: storage.list_recurring(ns.limit, ns.offset))
-    views = [recurring_view(record) for record in records]
-    if ns.json:
-        print(json.dumps(views, indent=2))
-        return 0
-    print_table(
-        ("id", "task", "schedule", "time zone", "enabled", "next run", "last run", "problem"),
-        [
-            (
-                view["id"],
-                view["task"],
-                _schedule_text(view),
-                view["timezone"],
-                view["enabled"],
-                view["next_run_at"],
-                view["last_run_at"],
-                view["problem"],
-            )
-            for view in views
-        ],
-    )
+    columns: dict[str, str | Callable[[dict[str, Any]], object]] = {
+        "id": "id",
+        "task": "task",
+        "schedule": _schedule_text,
+        "time zone": "timezone",
+        "enabled": "enabled",
+        "next run": "next_run_at",
+        "last run": "last_run_at",
+        "problem": "problem",
+    }
+    print_listing([recurring_view(record) for record in records], columns, as_json=ns.json)
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,7 +29,7 @@ from .. import limits
 from ..jobs import Job, decode_payload
 from ..recurring_jobs import RecurringJob
 
-__all__ = ["instant", "job_view", "print_table", "recurring_view"]
+__all__ = ["instant", "job_view", "print_listing", "print_table", "recurring_view"]
 
 
 def instant(name: str, epoch: object, problems: list[str]) -> str | None:
@@ -80,23 +80,32 @@ def _modelled(to_dict: Callable[[], dict[str, Any]]) -> dict[str, Any] | str:
     return view
 
 
+def _read_fields(
+    record: JobRecord | RecurringRecord, instants: Sequence[str], problems: list[str]
+) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """Field by field, what every stored row shows: its id, task and call (the keys that open
+    ``StoredCall.to_dict``'s view), and the named instants, noting in ``problems`` what is wrong."""
+    times = {name: instant(name, getattr(record, name), problems) for name in instants}
+    args, kwargs, options = _payload(record.payload, problems)
+    call = {
+        "id": str(record.id),
+        "task": str(record.task),
+        "args": args,
+        "kwargs": kwargs,
+        "options": options,
+    }
+    return call, times
+
+
 def job_view(record: JobRecord) -> dict[str, Any]:
     """A stored job as a JSON-ready dict (``Job.to_dict``'s keys, with ``problem``)."""
     view = _modelled(lambda: Job.from_record(record).to_dict())
     if isinstance(view, dict):
         return view
     problems: list[str] = []
-    times = {
-        name: instant(name, getattr(record, name), problems)
-        for name in ("due_at", "created_at", "updated_at")
-    }
-    args, kwargs, options = _payload(record.payload, problems)
+    call, times = _read_fields(record, ("due_at", "created_at", "updated_at"), problems)
     return {
-        "id": str(record.id),
-        "task": str(record.task),
-        "args": args,
-        "kwargs": kwargs,
-        "options": options,
+        **call,
         "due_at": times["due_at"],
         "state": _state(record.state),
         "attempts": _seconds(record.attempts),
@@ -130,18 +139,10 @@ def recurring_view(record: RecurringRecord) -> dict[str, Any]:
     if isinstance(view, dict):
         return view
     problems: list[str] = []
-    times = {
-        name: instant(name, getattr(record, name), problems)
-        for name in ("next_run_at", "last_run_at")
-    }
-    args, kwargs, options = _payload(record.payload, problems)
+    call, times = _read_fields(record, ("next_run_at", "last_run_at"), problems)
     schedule = _schedule_fields(record.schedule, problems)
     return {
-        "id": str(record.id),
-        "task": str(record.task),
-        "args": args,
-        "kwargs": kwargs,
-        "options": options,
+        **call,
         **schedule,
         "enabled": record.enabled,
         "next_run_at": times["next_run_at"],
@@ -171,3 +172,21 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
         flagged = headers[-1] == "problem" and line[-1] != "-"
         table.add_row(*line, style="yellow" if flagged else None)
     Console(markup=False, highlight=False).print(table)
+
+
+def print_listing(
+    views: Sequence[dict[str, Any]],
+    columns: Mapping[str, str | Callable[[dict[str, Any]], object]],
+    *,
+    as_json: bool,
+) -> None:
+    """A listing of views: as JSON, or as a table of ``columns`` (header: the view's key, or a
+    function of the view)."""
+    if as_json:
+        print(json.dumps(list(views), indent=2))
+        return
+    cells = [
+        tuple(column(view) if callable(column) else view[column] for column in columns.values())
+        for view in views
+    ]
+    print_table(tuple(columns), cells)

@@ -21,6 +21,12 @@ local function call_in_slices(command, key, args)
   end
 end
 
+-- Append one score/member pair to a ZADD argument list (sent later with call_in_slices).
+local function add_member(args, score, member)
+  args[#args + 1] = score
+  args[#args + 1] = member
+end
+
 -- The fence: a lease acts only while it is still the lock's current, unexpired holder.
 local function lock_is_current(lock_key, owner, token, at)
   local h = redis.call('HMGET', lock_key, 'owner', 'token', 'expires_at')
@@ -75,18 +81,24 @@ local function index_recurring_due(due_key, id, enabled, next_run_at)
   end
 end
 
--- Rows {id, task, payload, schedule, enabled, next_run_at, last_run_at, history, version,
--- created_at, updated_at} of the recurring jobs in ids that exist (the order of
--- _RECURRING_FIELDS in redis_recurring.py).
-local function recurring_rows(rec_prefix, ids)
+-- Rows {id, fields...} of the hashes prefix .. id for the ids whose hash exists (whose first
+-- field is set), in the order of ids: one snapshot, since a script runs alone.
+local function hash_rows(prefix, ids, fields)
   local rows = {}
   for _, id in ipairs(ids) do
-    local row = redis.call('HMGET', rec_prefix .. id, 'task', 'payload', 'schedule', 'enabled',
-      'next_run_at', 'last_run_at', 'history', 'version', 'created_at', 'updated_at')
+    local row = redis.call('HMGET', prefix .. id, unpack(fields))
     if row[1] then
       table.insert(row, 1, id)
       rows[#rows + 1] = row
     end
   end
   return rows
+end
+
+-- Rows {id, task, payload, schedule, enabled, next_run_at, last_run_at, history, version,
+-- created_at, updated_at} of the recurring jobs in ids that exist (the order of
+-- _RECURRING_FIELDS in redis_recurring.py).
+local function recurring_rows(rec_prefix, ids)
+  return hash_rows(rec_prefix, ids, {'task', 'payload', 'schedule', 'enabled', 'next_run_at',
+    'last_run_at', 'history', 'version', 'created_at', 'updated_at'})
 end

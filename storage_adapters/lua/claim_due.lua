@@ -24,10 +24,8 @@ for _, id in ipairs(ids) do
     local n = #out
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, job[1], job[2], job[3], attempts
     out[n + 6] = job[6] or ''
-    leases[#leases + 1] = lease_until
-    leases[#leases + 1] = id
-    claimed_index[#claimed_index + 1] = job[3]
-    claimed_index[#claimed_index + 1] = id
+    add_member(leases, lease_until, id)
+    add_member(claimed_index, job[3], id)
   end
 end
 call_in_slices('ZREM', KEYS[2], ids)

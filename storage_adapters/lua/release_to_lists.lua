@@ -86,8 +86,7 @@ for n = 1, #job_ids do
     local m = #moved
     moved[m + 1], moved[m + 2], moved[m + 3] = id, tasks[n], ''
     moved[m + 4], moved[m + 5], moved[m + 6] = dues[n], attempts[n], ''
-    enqueued_index[#enqueued_index + 1] = dues[n]
-    enqueued_index[#enqueued_index + 1] = id
+    add_member(enqueued_index, dues[n], id)
   else
     redis.call('HSET', key, 'state', 'claimed', 'attempts', attempts[n],
       'claim_token', ARGV[3], 'lease_until', lease_until, 'updated_at', stamp)
@@ -95,10 +94,8 @@ for n = 1, #job_ids do
     claimed[m + 1], claimed[m + 2] = id, tasks[n]
     claimed[m + 3] = redis.call('HGET', key, 'payload')
     claimed[m + 4], claimed[m + 5], claimed[m + 6] = dues[n], attempts[n], envelopes[n] or ''
-    leases[#leases + 1] = lease_until
-    leases[#leases + 1] = id
-    claimed_index[#claimed_index + 1] = dues[n]
-    claimed_index[#claimed_index + 1] = id
+    add_member(leases, lease_until, id)
+    add_member(claimed_index, dues[n], id)
   end
 end
 call_in_slices('ZREM', KEYS[2], ids)

@@ -23,8 +23,7 @@ for i = 5, #ARGV, 2 do
       redis.call('HDEL', key, 'lease_until', 'envelope')
     end
     settled[#settled + 1] = id
-    target_index[#target_index + 1] = job[3]
-    target_index[#target_index + 1] = id
+    add_member(target_index, job[3], id)
   end
 end
 call_in_slices('ZREM', KEYS[1], settled)

@@ -174,24 +174,20 @@ class Statements:
             jobs.c.claim_token == sa.bindparam("held_token", type_=sa.BigInteger),
         )
         error = sa.func.coalesce(sa.bindparam("error", type_=sa.Text), jobs.c.last_error)
-        settle = sa.update(jobs).where(*owned).returning(jobs.c.id)
-        # a job that ended needs its broker message no more
-        self.mark_enqueued = settle.values(
-            state=_literal(JobState.ENQUEUED), updated_at=now, lease_until=None, envelope=None
+        # every settling ends the claim's lease; each adds its own columns to this SET clause
+        settle = (
+            sa.update(jobs)
+            .where(*owned)
+            .returning(jobs.c.id)
+            .values(updated_at=now, lease_until=None)
         )
+        # a job that ended needs its broker message no more
+        self.mark_enqueued = settle.values(state=_literal(JobState.ENQUEUED), envelope=None)
         self.unclaim = settle.values(
-            state=_literal(JobState.SCHEDULED),
-            updated_at=now,
-            lease_until=None,
-            claim_token=None,
-            last_error=error,
+            state=_literal(JobState.SCHEDULED), claim_token=None, last_error=error
         )
         self.expire = settle.values(
-            state=_literal(JobState.EXPIRED),
-            updated_at=now,
-            lease_until=None,
-            last_error=error,
-            envelope=None,
+            state=_literal(JobState.EXPIRED), last_error=error, envelope=None
         )
         limit = sa.bindparam("limit", type_=sa.Integer)
         lapsed = sa.select(jobs.c.id).where(claimed, jobs.c.lease_until < now).limit(limit)

@@ -1,162 +1,41 @@
 """The ``Storage`` contract in SQLAlchemy Core, shared by the PostgreSQL and SQLite adapters.
 
-The engine runs in autocommit mode: nearly every operation is one statement, which the server
-makes atomic on its own, so a ``BEGIN``/``COMMIT`` pair would only add two round trips. Explicit
-transactions are opened only where several statements must be all-or-nothing (a large
-``add_jobs``, settling claims of several tokens, firing a recurring job, schema set-up), with the
-dialect's own ``BEGIN`` (``BEGIN IMMEDIATE`` on SQLite, so writers queue on the busy timeout
-instead of failing later when a read lock cannot be upgraded).
+This module holds the administration, jobs, release and lock families; the recurring-jobs family
+is ``sql_recurring_store.py``, and the plumbing under both (connections, transactions in
+autocommit mode, driver errors as the contract's errors) is ``sql_plumbing.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, Row
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import Connection
 
 from .checks import (
     check_new_jobs,
-    check_save_mode,
     epoch_seconds,
-    flag,
     non_negative_offset,
-    optional_epoch_seconds,
     positive_count,
     positive_seconds,
 )
-from .errors import (
-    RecordExistsError,
-    RecordNotFoundError,
-    StorageConfigurationError,
-    StorageError,
-    StorageUnavailableError,
-)
-from .records import (
-    ClaimedJob,
-    Firing,
-    JobRecord,
-    JobState,
-    LockLease,
-    NewJob,
-    NewRecurring,
-    RecurringRecord,
-    SaveMode,
-    validate_lock_name,
-    validate_prefix,
-)
+from .records import ClaimedJob, JobRecord, JobState, LockLease, NewJob, validate_lock_name
 from .sql_job_rows import claimed_job, job_record
-from .sql_recurring_rows import firing_params, recurring_record, save_params
-from .sql_statements import INITIAL_RECURRING_VERSION, NEW_JOB_FIELDS, Dialect, Statements
-from .sql_tables import build_tables, migrate
+from .sql_plumbing import ADD_JOBS_PAGE_SIZE
+from .sql_recurring_store import SQLRecurringStore
+from .sql_tables import migrate
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
-ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
-_UNDEFINED_TABLE = "42P01"
 
+class SQLStorage(SQLRecurringStore):
+    """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
-class _RollBack(Exception):
-    """Raised inside ``_transaction`` to end it with ``ROLLBACK``: its first write was refused."""
-
-
-class SQLStorage:
-    """One prefix's jobs and locks in an SQL database reached through ``engine``.
-
-    Subclasses only build the engine and describe their ``Dialect``; every behaviour is here.
+    Subclasses only build the engine and describe their ``Dialect``; every behaviour is here and
+    in the classes below it.
     """
-
-    def __init__(
-        self, engine: Engine, dialect: Dialect, *, prefix: str, masked_url: str, secret: str | None
-    ) -> None:
-        self._prefix = validate_prefix(prefix)
-        self._engine = engine
-        self._dialect = dialect
-        self._masked_url = masked_url
-        self._secret = secret
-        self._tables = build_tables(prefix)
-        self._sql = Statements(self._tables, dialect)
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._masked_url!r}, prefix={self._prefix!r})"
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    @contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        """A pooled connection; driver errors leave as the contract's errors."""
-        if self._closed:
-            raise StorageError(f"{self!r} is closed")
-        try:
-            with self._engine.connect() as conn:
-                yield conn
-        except DBAPIError as exc:
-            raise self._translate(exc) from exc
-        except sa.exc.TimeoutError as exc:
-            raise StorageUnavailableError(
-                f"no free connection to {self._dialect.label} at {self._masked_url}: {exc}"
-            ) from exc
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        """All or nothing. On an error, closing the connection rolls back at the driver level;
-        ``_RollBack`` rolls back at once and is not raised further."""
-        with self._connection() as conn:
-            conn.exec_driver_sql(self._dialect.begin)
-            try:
-                yield conn
-            except _RollBack:
-                conn.exec_driver_sql("ROLLBACK")
-                return
-            conn.exec_driver_sql("COMMIT")
-
-    def _translate(self, exc: DBAPIError) -> StorageError:
-        detail = f"{type(exc.orig).__name__}: {exc.orig}"
-        if self._secret:
-            detail = detail.replace(self._secret, "***")
-        where = f"{self._dialect.label} at {self._masked_url}"
-        problem = self._configuration_problem(exc)
-        if problem is not None:  # checked first: these arrive as connection errors too
-            return StorageConfigurationError(
-                f"{where} cannot be used: {problem} ({' '.join(detail.split())})"
-            )
-        if exc.connection_invalidated or self._dialect.is_unavailable(exc):
-            return StorageUnavailableError(f"{where} is unavailable: {detail}")
-        if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE or "no such table" in detail:
-            detail += f" (has setup() been run for prefix {self._prefix!r}?)"
-        return StorageError(f"{where} failed: {detail}")
-
-    def _configuration_problem(self, exc: DBAPIError) -> str | None:
-        """Why ``exc`` cannot heal by retrying (see ``permanent.py``), or ``None``; per dialect."""
-        return None
-
-    def _rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
-        with self._connection() as conn:
-            return list(conn.execute(statement, params).all())
-
-    def _due_rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
-        """``_rows`` for the reads of the due set, under the dialect's ``due_scan_settings``:
-        three round trips (the settings travel with BEGIN), and closing the connection on an
-        error rolls the transaction back, as in ``_transaction``."""
-        if not self._dialect.due_scan_settings:
-            return self._rows(statement, params)
-        with self._connection() as conn:
-            conn.exec_driver_sql(f"{self._dialect.begin}; {self._dialect.due_scan_settings}")
-            rows = list(conn.execute(statement, params).all())
-            conn.exec_driver_sql("COMMIT")
-            return rows
-
-    def _scalar(self, statement: sa.Executable, params: Mapping[str, Any] | None = None) -> Any:
-        with self._connection() as conn:
-            return conn.execute(statement, params).scalar()
-
-    def _changed(self, statement: sa.Executable, params: Mapping[str, Any]) -> int:
-        with self._connection() as conn:
-            return int(conn.execute(statement, params).rowcount)
 
     # -- set-up and clock -------------------------------------------------------------------
 
@@ -189,22 +68,6 @@ class SQLStorage:
         scope = self._transaction() if len(jobs) > ADD_JOBS_PAGE_SIZE else self._connection()
         with scope as conn:
             return self._insert_jobs(conn, jobs)
-
-    def _insert_jobs(self, conn: Connection, jobs: Sequence[NewJob]) -> list[bool]:
-        """Insert checked ``jobs`` page by page on ``conn``; per job, whether it was new."""
-        size = ADD_JOBS_PAGE_SIZE
-        stored: set[str] = set()
-        for start in range(0, len(jobs), size):
-            params = self._new_job_params(jobs[start : start + size])
-            stored.update(conn.execute(self._sql.add_jobs, params).scalars())
-        return [job.id in stored for job in jobs]
-
-    def _new_job_params(self, page: Sequence[NewJob]) -> Any:
-        """A dict of columns as arrays, or a list of rows; see ``Statements._add_jobs``."""
-        rows = [(job.id, job.task, job.payload, float(job.due_at), job.envelope) for job in page]
-        if self._dialect.new_jobs_as_arrays:
-            return {f"{name}s": [row[i] for row in rows] for i, name in enumerate(NEW_JOB_FIELDS)}
-        return [dict(zip(NEW_JOB_FIELDS, row, strict=True)) for row in rows]
 
     # -- release ----------------------------------------------------------------------------
 
@@ -304,9 +167,6 @@ class SQLStorage:
             return None
         return LockLease(name, owner, int(rows[0].token), float(rows[0].expires_at))
 
-    def _lease_params(self, lock: LockLease) -> dict[str, Any]:
-        return {"lock_name": lock.name, "lock_owner": lock.owner, "lock_token": lock.token}
-
     def renew_lock(self, lock: LockLease, lease: float) -> LockLease | None:
         params = {**self._lease_params(lock), "lease": positive_seconds("lease", lease)}
         expires_at = self._scalar(self._sql.renew_lock, params)
@@ -323,56 +183,3 @@ class SQLStorage:
         if not rows:
             return None
         return LockLease(name, rows[0].owner, int(rows[0].token), float(rows[0].expires_at))
-
-    # -- recurring jobs ---------------------------------------------------------------------
-
-    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
-        check_save_mode(mode)
-        statement = self._sql.save_recurring[mode]
-        # One statement: it writes nothing and returns no row when the mode refuses.
-        version = self._scalar(statement, save_params(recurring))
-        if version is None:
-            if mode == "create":
-                raise RecordExistsError(f"recurring job {recurring.id!r} already exists")
-            raise RecordNotFoundError(f"recurring job {recurring.id!r} does not exist")
-        return int(version) == INITIAL_RECURRING_VERSION
-
-    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
-        rows = self._rows(self._sql.get_recurring, {"recurring_id": recurring_id})
-        return recurring_record(rows[0]) if rows else None
-
-    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
-        params = {"limit": positive_count("limit", limit), "offset": non_negative_offset(offset)}
-        return [recurring_record(row) for row in self._rows(self._sql.list_recurring, params)]
-
-    def remove_recurring(self, recurring_id: str) -> bool:
-        return self._changed(self._sql.remove_recurring, {"recurring_id": recurring_id}) == 1
-
-    def set_recurring_enabled(
-        self, recurring_id: str, enabled: bool, next_run_at: float | None
-    ) -> bool:
-        params = {
-            "recurring_id": recurring_id,
-            "new_enabled": flag("enabled", enabled),
-            "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
-        }
-        return self._changed(self._sql.set_recurring_enabled, params) == 1
-
-    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
-        params = {"limit": positive_count("limit", limit)}
-        return [recurring_record(row) for row in self._rows(self._sql.fetch_due_recurring, params)]
-
-    def fire_recurring(
-        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
-    ) -> list[bool] | None:
-        """The compare-and-set comes first: it takes the recurring row's write lock, so a
-        racing firing of the same version waits for this one and then matches nothing."""
-        params = {**firing_params(recurring_id, version, firing), **self._lease_params(lock)}
-        with self._transaction() as conn:
-            if conn.execute(self._sql.fire_recurring, params).first() is None:
-                raise _RollBack
-            return self._insert_jobs(conn, firing.jobs)
-        return None
-
-    def count_recurring(self) -> int:
-        return int(self._scalar(self._sql.count_recurring))

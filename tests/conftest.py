@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -25,6 +26,7 @@ REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0
 RABBITMQ_URL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
 )
+T = TypeVar("T")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 _reachable: dict[str, str | None] = {}
@@ -68,6 +70,21 @@ def require_server(kind: str) -> None:
 
 def unique_prefix() -> str:
     return "t" + uuid.uuid4().hex[:12]
+
+
+def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Callable[..., T]]:
+    """The body of a factory fixture: yields ``make`` to the test, then ends everything it made
+    (servers' clients, processes by pid, publishers), in the order made, when the test ends."""
+    made: list[T] = []
+
+    def tracked(*args: Any, **kwargs: Any) -> T:
+        thing = make(*args, **kwargs)
+        made.append(thing)
+        return thing
+
+    yield tracked
+    for thing in made:
+        end(thing)
 
 
 def storage_url(kind: str, tmp_path: Path) -> str:

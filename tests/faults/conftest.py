@@ -1,7 +1,8 @@
 """Fixtures of the fault suite: servers of its own, and scheduler processes ended by pid.
 
 The suite never uses the machine's shared PostgreSQL, Redis or RabbitMQ: it starts throwaway
-servers from the installed binaries on free ports (``servers.py``), once per session, because its
+servers from the installed binaries on free ports (the launcher the benchmarks and `make test`
+share, ``benchmarks/harness/servers.py``), once per session, because its
 tests stop, kill, freeze and restart them. A test may leave a server stopped or frozen; the
 function-scoped fixtures bring it back before the next test. Missing binaries skip the suite on a
 developer's machine and fail it under ``CI=true``, with what to install.
@@ -10,23 +11,31 @@ developer's machine and fail it under ``CI=true``, with what to install.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import pytest
 
 import storage_adapters
-from storage_adapters import Storage
-from tests.conftest import IN_CI
-from tests.faults.harness import ChildProcess, SchedulerProcess
-from tests.faults.servers import (
+from benchmarks.harness.servers import (
     MissingBinaryError,
     PostgresServer,
     RedisServer,
     Server,
     new_workdir,
 )
+from storage_adapters import Storage
+from tests.conftest import IN_CI, made_by, unique_prefix
+from tests.faults.harness import (
+    ChildProcess,
+    SchedulerProcess,
+    add_jobs,
+    lock_holder_process,
+    read_dispatches,
+)
+from tests.waiting import wait_until
 
 S = TypeVar("S", bound=Server)
 
@@ -106,50 +115,118 @@ def server_for(postgres: PostgresServer, redis: RedisServer) -> Callable[[str], 
 def open_storage() -> Iterator[Callable[[str, str], Storage]]:
     """``open_storage(url, prefix)``: a set-up storage, dropped at the end (if the server is up).
     Tests take their prefixes from ``tests.conftest.unique_prefix``."""
-    made: list[Storage] = []
 
     def make(url: str, prefix: str) -> Storage:
         store = storage_adapters.from_url(url, prefix=prefix, pool_size=4)
         store.setup()
-        made.append(store)
         return store
 
-    yield make
-    for store in made:
+    def end(store: Storage) -> None:
         # A test that left its server down: the throwaway server goes away anyway.
         with contextlib.suppress(storage_adapters.StorageError):
             store.drop()
         store.close()
 
+    yield from made_by(make, end)
+
+
+class DueJobs(NamedTuple):
+    """A storage under a prefix of its own, holding jobs that are already due."""
+
+    storage: Storage
+    prefix: str
+    ids: list[str]
+
+
+@pytest.fixture
+def due_jobs(open_storage: Callable[[str, str], Storage]) -> Callable[..., DueJobs]:
+    """``due_jobs(url, label, count, payload="{}")``: ``count`` jobs (ids ``<label>-<n>``) due a
+    second ago, in a fresh storage under a new prefix: the start of most fault tests."""
+
+    def make(url: str, label: str, count: int, payload: str = "{}") -> DueJobs:
+        prefix = unique_prefix()
+        storage = open_storage(url, prefix)
+        ids = [f"{label}-{i}" for i in range(count)]
+        add_jobs(storage, ids, storage.now() - 1, payload)
+        return DueJobs(storage, prefix, ids)
+
+    return make
+
+
+class Pair(NamedTuple):
+    """Two scheduler processes over the same prefix, the one that holds the lock unknown."""
+
+    first: SchedulerProcess
+    second: SchedulerProcess
+
+    @property
+    def processes(self) -> list[SchedulerProcess]:
+        return [self.first, self.second]
+
+    @property
+    def records(self) -> list[Path]:
+        return [self.first.record, self.second.record]
+
+    def other(self, process: SchedulerProcess) -> SchedulerProcess:
+        return self.second if process is self.first else self.first
+
+    def holder_after(self, storage: Storage, dispatched: int) -> SchedulerProcess:
+        """The lock holder, once the pair has dispatched ``dispatched`` jobs: the moment a fault
+        lands in the middle of a release."""
+        wait_until(lambda: len(read_dispatches(self.records)) >= dispatched, timeout=60)
+        holder = wait_until(lambda: lock_holder_process(storage, self.processes), timeout=10)
+        assert holder is not None
+        return holder
+
+
+@pytest.fixture
+def spawn_pair(spawn: Callable[..., SchedulerProcess]) -> Callable[..., Pair]:
+    """``spawn_pair(url, prefix, settings)``: processes "first" and "second" with the same
+    settings, both started before either is waited for, both ready."""
+
+    def start(url: str, prefix: str, settings: dict[str, Any]) -> Pair:
+        first = spawn("first", url, [prefix], **settings)
+        second = spawn("second", url, [prefix], **settings)
+        first.wait_ready()
+        second.wait_ready()
+        return Pair(first, second)
+
+    return start
+
+
+class HolderFault(NamedTuple):
+    """A release path under a lock-holder fault: PostgreSQL with ``per_job`` or Redis with
+    ``batch``, the server, and the fixtures that seed jobs and start two schedulers."""
+
+    kind: str
+    release_mode: str
+    server: Server
+    due_jobs: Callable[..., DueJobs]
+    spawn_pair: Callable[..., Pair]
+
+
+@pytest.fixture(
+    params=[("postgresql", "per_job"), ("redis", "batch")],
+    ids=["postgresql-per_job", "redis-batch"],
+)
+def holder_fault(
+    request: pytest.FixtureRequest,
+    server_for: Callable[[str], Server],
+    due_jobs: Callable[..., DueJobs],
+    spawn_pair: Callable[..., Pair],
+) -> HolderFault:
+    kind, release_mode = request.param
+    return HolderFault(kind, release_mode, server_for(kind), due_jobs, spawn_pair)
+
 
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]:
     """Start scheduler processes; every one still alive at the end is killed by its pid."""
-    started: list[SchedulerProcess] = []
-
-    def start(
-        name: str, storage_url: str, prefixes: list[str], **settings: Any
-    ) -> SchedulerProcess:
-        process = SchedulerProcess(tmp_path, name, storage_url, prefixes, **settings)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.end()
+    yield from made_by(functools.partial(SchedulerProcess, tmp_path), SchedulerProcess.end)
 
 
 @pytest.fixture
 def spawn_command(tmp_path: Path) -> Iterator[Callable[..., ChildProcess]]:
     """Start any command (a celery worker, the CLI); ended by its pid at the end (SIGTERM first,
     so a worker can finish what it holds)."""
-    started: list[ChildProcess] = []
-
-    def start(name: str, command: list[str], env: dict[str, str] | None = None) -> ChildProcess:
-        process = ChildProcess(tmp_path, name, command, env)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.end(grace=20)
+    yield from made_by(functools.partial(ChildProcess, tmp_path), lambda p: p.end(grace=20))

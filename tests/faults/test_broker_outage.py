@@ -15,10 +15,11 @@ from collections.abc import Callable
 import pytest
 import redis as redis_client
 
+from benchmarks.harness.servers import RedisServer, Server
 from storage_adapters import JobState, Storage
+from tests.celery_apps import worker_command
 from tests.conftest import unique_prefix
 from tests.faults.harness import ChildProcess, Tally, add_jobs, counts
-from tests.faults.servers import RedisServer, Server
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.celery, pytest.mark.postgresql, pytest.mark.redis]
@@ -51,9 +52,7 @@ def test_broker_outage_keeps_jobs_scheduled_until_it_returns(
     # Given a real worker and the scheduler command, both on the test's own broker
     worker = spawn_command(
         "worker",
-        [sys.executable, "-m", "celery", "-A", "tests.faults.worker_app", "worker", "-Q", queue,
-         "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
-         "--loglevel=INFO", f"--hostname=faults-{run}@%h"],
+        worker_command("tests.faults.worker_app", queue, f"faults-{run}"),
         env,
     )  # fmt: skip
     scheduler = spawn_command(

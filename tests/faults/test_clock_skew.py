@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
+from benchmarks.harness.servers import Server
 from storage_adapters import Storage
 from tests.conftest import unique_prefix
 from tests.faults.harness import SchedulerProcess, Tally, add_jobs, read_dispatches
-from tests.faults.servers import Server
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql]

@@ -15,12 +15,12 @@ from collections.abc import Callable
 import pytest
 import redis as redis_client
 
+from benchmarks.harness.servers import RedisServer, Server
 from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
 from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
-from storage_adapters import JobState, Storage
-from tests.conftest import unique_prefix
-from tests.faults.harness import ChildProcess, Tally, add_jobs, counts
-from tests.faults.servers import RedisServer, Server
+from storage_adapters import JobState
+from tests.faults.conftest import DueJobs
+from tests.faults.harness import ChildProcess, Tally, counts
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
@@ -33,17 +33,14 @@ LEASE = 10.0
 def test_sigterm_under_load_finishes_in_flight_work_and_frees_the_locks(
     postgres: Server,
     redis: RedisServer,
-    open_storage: Callable[[str, str], Storage],
+    due_jobs: Callable[..., DueJobs],
     spawn_command: Callable[..., ChildProcess],
 ) -> None:
-    prefix = unique_prefix()
-    storage = open_storage(postgres.url, prefix)
     queue = f"faults-term-{uuid.uuid4().hex[:10]}"
     broker_url = redis.url_for_db(1)
     broker = redis_client.Redis.from_url(broker_url)
     payload = json.dumps({"args": [], "kwargs": {}, "options": {"queue": queue}})
-    ids = [f"term-{i}" for i in range(JOBS)]
-    add_jobs(storage, ids, storage.now() - 1, payload)
+    storage, prefix, ids = due_jobs(postgres.url, "term", JOBS, payload)
     # Given the scheduler command releasing 20,000 due jobs into a Redis broker with send_task
     scheduler = spawn_command(
         "scheduler",

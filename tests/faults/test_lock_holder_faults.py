@@ -12,18 +12,17 @@ from collections.abc import Callable
 
 import pytest
 
+from benchmarks.harness.servers import Server
 from parallel_scheduler.delayed_scheduler import CHUNK
 from storage_adapters import JobState, LockLease, Storage
-from tests.conftest import unique_prefix
+from tests.faults.conftest import DueJobs, HolderFault, Pair
 from tests.faults.harness import (
     SchedulerProcess,
     Tally,
-    add_jobs,
     enqueued,
     lock_holder_process,
     read_dispatches,
 )
-from tests.faults.servers import Server
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
@@ -46,45 +45,29 @@ def holder(storage: Storage, processes: list[SchedulerProcess]) -> SchedulerProc
     return lock_holder_process(storage, processes, LOCK)
 
 
-@pytest.mark.parametrize(("kind", "release_mode"), [("postgresql", "per_job"), ("redis", "batch")])
-def test_sigkill_of_the_lock_holder_mid_batch(
-    kind: str,
-    release_mode: str,
-    server_for: Callable[[str], Server],
-    open_storage: Callable[[str, str], Storage],
-    spawn: Callable[..., SchedulerProcess],
-) -> None:
-    server = server_for(kind)
-    prefix = unique_prefix()
-    storage = open_storage(server.url, prefix)
-    ids = [f"kill-{i}" for i in range(JOBS)]
-    add_jobs(storage, ids, storage.now() - 1)
+def test_sigkill_of_the_lock_holder_mid_batch(holder_fault: HolderFault) -> None:
+    kind, release_mode, server = holder_fault.kind, holder_fault.release_mode, holder_fault.server
+    storage, prefix, ids = holder_fault.due_jobs(server.url, "kill", JOBS)
     settings = {
         "release_mode": release_mode, "batch_size": BATCH, "parallelism": PARALLELISM,
         "poll_interval": POLL, "lock_lease": LEASE, "dispatch_delay": 0.001,
     }  # fmt: skip
     # Given two scheduler processes over the same due jobs
-    first = spawn("first", server.url, [prefix], **settings)
-    second = spawn("second", server.url, [prefix], **settings)
-    first.wait_ready()
-    second.wait_ready()
-    processes = [first, second]
-    records = [first.record, second.record]
+    pair = holder_fault.spawn_pair(server.url, prefix, settings)
     # When the lock holder is SIGKILLed in the middle of a batch
-    wait_until(lambda: len(read_dispatches(records)) >= STRIKE_AFTER, timeout=60)
-    victim = wait_until(lambda: holder(storage, processes), timeout=10)
-    survivor = second if victim is first else first
+    victim = pair.holder_after(storage, STRIKE_AFTER)
+    survivor = pair.other(victim)
     victim.send(signal.SIGKILL)
     killed_at = time.monotonic()
     victim.wait(timeout=10)
     in_flight = storage.count_by_state()[JobState.CLAIMED]  # the victim's, until recovered
     # Then the other process takes the lock over within a lease and a poll interval
-    wait_until(lambda: holder(storage, processes) is survivor, timeout=LEASE + POLL + 30)
+    wait_until(lambda: holder(storage, pair.processes) is survivor, timeout=LEASE + POLL + 30)
     takeover = time.monotonic() - killed_at
     assert takeover <= LEASE + POLL + SLACK, f"take-over took {takeover:.2f} s"
     # And every job is released; only jobs in flight at the kill may be dispatched twice
     wait_until(lambda: enqueued(storage) == JOBS, timeout=120)
-    dispatches = read_dispatches(records)
+    dispatches = read_dispatches(pair.records)
     tally = Tally.count(
         f"SIGKILL of the lock holder ({kind}, {release_mode})", ids,
         [d.job_id for d in dispatches], storage,
@@ -104,31 +87,22 @@ def test_sigkill_of_the_lock_holder_mid_batch(
 def test_sigstop_past_the_lease_then_sigcont(
     resume: str,
     postgres: Server,
-    open_storage: Callable[[str, str], Storage],
-    spawn: Callable[..., SchedulerProcess],
+    due_jobs: Callable[..., DueJobs],
+    spawn_pair: Callable[..., Pair],
 ) -> None:
     """``during-takeover``: resumed while the new holder's first pass runs; the fences leave
     the stale process nothing to do but finish the sends it had under way: nothing doubles.
     ``after-recovery``: resumed only after the new holder took back and sent its claims; the
     jobs it had in flight may then go out twice, exactly as after a crash, and no more."""
-    prefix = unique_prefix()
-    storage = open_storage(postgres.url, prefix)
-    ids = [f"stop-{i}" for i in range(JOBS)]
-    add_jobs(storage, ids, storage.now() - 1)
+    storage, prefix, ids = due_jobs(postgres.url, "stop", JOBS)
     lease = 3.0
     settings = {
         "release_mode": "per_job", "batch_size": BATCH, "parallelism": PARALLELISM,
         "poll_interval": 0.05, "lock_lease": lease, "dispatch_delay": 0.001,
     }  # fmt: skip
-    first = spawn("first", postgres.url, [prefix], **settings)
-    second = spawn("second", postgres.url, [prefix], **settings)
-    first.wait_ready()
-    second.wait_ready()
-    processes = [first, second]
-    records = [first.record, second.record]
-    wait_until(lambda: len(read_dispatches(records)) >= STRIKE_AFTER, timeout=60)
-    stale = wait_until(lambda: holder(storage, processes), timeout=10)
-    other = second if stale is first else first
+    pair = spawn_pair(postgres.url, prefix, settings)
+    stale = pair.holder_after(storage, STRIKE_AFTER)
+    other = pair.other(stale)
     stale_lease = storage.lock_holder(LOCK)
     assert stale_lease is not None
 
@@ -148,7 +122,7 @@ def test_sigstop_past_the_lease_then_sigcont(
     stopped_at = time.monotonic()
     in_flight = storage.count_by_state()[JobState.CLAIMED]  # the frozen process's claims
     assert last is not None and stale.owns(last.owner)
-    wait_until(lambda: holder(storage, processes) is other, timeout=lease + 30)
+    wait_until(lambda: holder(storage, pair.processes) is other, timeout=lease + 30)
     taken = storage.lock_holder(LOCK)
     assert taken is not None and taken.token > last.token
     assert storage.now() > last.expires_at  # frozen past the end of its lease
@@ -163,7 +137,7 @@ def test_sigstop_past_the_lease_then_sigcont(
     if "pass released" not in other.log():  # the new holder's pass still runs: its lock holds
         assert current is not None and current.token == taken.token
     wait_until(lambda: enqueued(storage) == JOBS, timeout=120)
-    dispatches = read_dispatches(records)
+    dispatches = read_dispatches(pair.records)
     late = [d for d in dispatches if d.by == stale.name and d.at > resumed_at]
     counts = Counter(d.job_id for d in dispatches)
     tally = Tally.count(

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from storage_adapters import JobState, Storage
-from tests.conftest import unique_prefix
-from tests.faults.harness import SchedulerProcess, Tally, add_jobs, enqueued, read_dispatches
-from tests.faults.servers import Server
+from benchmarks.harness.servers import Server
+from storage_adapters import JobState
+from tests.faults.conftest import DueJobs
+from tests.faults.harness import SchedulerProcess, Tally, enqueued, read_dispatches
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
@@ -27,14 +27,11 @@ LEASE = 5.0
 def test_storage_restarts_in_the_middle_of_a_release(
     kind: str,
     server_for: Callable[[str], Server],
-    open_storage: Callable[[str, str], Storage],
+    due_jobs: Callable[..., DueJobs],
     spawn: Callable[..., SchedulerProcess],
 ) -> None:
     server = server_for(kind)
-    prefix = unique_prefix()
-    storage = open_storage(server.url, prefix)
-    ids = [f"restart-{i}" for i in range(JOBS)]
-    add_jobs(storage, ids, storage.now() - 1)
+    storage, prefix, ids = due_jobs(server.url, "restart", JOBS)
     # Given one scheduler process releasing 50,000 due jobs
     scheduler = spawn(
         "scheduler", server.url, [prefix], release_mode="batch", batch_size=BATCH,

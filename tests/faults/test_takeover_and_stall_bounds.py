@@ -18,19 +18,17 @@ from collections.abc import Callable
 
 import pytest
 
+from benchmarks.harness.servers import Server
 from parallel_scheduler import Settings
 from parallel_scheduler.delayed_scheduler import CHUNK
-from storage_adapters import JobState, Storage
-from tests.conftest import unique_prefix
+from storage_adapters import JobState
+from tests.faults.conftest import DueJobs, HolderFault, Pair
 from tests.faults.harness import (
-    SchedulerProcess,
     Tally,
-    add_jobs,
     enqueued,
     lock_holder_process,
     read_dispatches,
 )
-from tests.faults.servers import Server
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
@@ -42,22 +40,12 @@ LATE_WARNING = "was sent after its claim expired"
 IN_TIME_WARNING = "whose send started while their claim was valid"
 
 
-@pytest.mark.parametrize(("kind", "release_mode"), [("postgresql", "per_job"), ("redis", "batch")])
-def test_takeover_after_sigkill_with_the_default_lease(
-    kind: str,
-    release_mode: str,
-    server_for: Callable[[str], Server],
-    open_storage: Callable[[str, str], Storage],
-    spawn: Callable[..., SchedulerProcess],
-) -> None:
-    server = server_for(kind)
-    prefix = unique_prefix()
-    storage = open_storage(server.url, prefix)
+def test_takeover_after_sigkill_with_the_default_lease(holder_fault: HolderFault) -> None:
+    kind, release_mode, server = holder_fault.kind, holder_fault.release_mode, holder_fault.server
     # Enough due jobs, at 5 ms a hand-off, that the holder is mid-pass when it dies and work is
     # left for the other process once it takes over.
     jobs = 3_000
-    ids = [f"takeover-{i}" for i in range(jobs)]
-    add_jobs(storage, ids, storage.now() - 1)
+    storage, prefix, ids = holder_fault.due_jobs(server.url, "takeover", jobs)
     lease, poll = DEFAULTS.lock_lease, DEFAULTS.poll_interval
     settings = {
         "release_mode": release_mode, "batch_size": DEFAULTS.batch_size,
@@ -65,16 +53,10 @@ def test_takeover_after_sigkill_with_the_default_lease(
         "lock_lease": lease, "dispatch_delay": 0.005,
     }  # fmt: skip
     # Given two scheduler processes with the default lease and poll interval
-    first = spawn("first", server.url, [prefix], **settings)
-    second = spawn("second", server.url, [prefix], **settings)
-    first.wait_ready()
-    second.wait_ready()
-    processes = [first, second]
-    records = [first.record, second.record]
+    pair = holder_fault.spawn_pair(server.url, prefix, settings)
     # When the lock holder is SIGKILLed in the middle of a pass
-    wait_until(lambda: len(read_dispatches(records)) >= 300, timeout=60)
-    victim = wait_until(lambda: lock_holder_process(storage, processes), timeout=10)
-    survivor = second if victim is first else first
+    victim = pair.holder_after(storage, 300)
+    survivor = pair.other(victim)
     dead_lease = storage.lock_holder("delayed-scheduler")
     assert dead_lease is not None and victim.owns(dead_lease.owner)
     killed_at = time.time()
@@ -95,7 +77,7 @@ def test_takeover_after_sigkill_with_the_default_lease(
     wait_until(lambda: enqueued(storage) == jobs, timeout=120)
     tally = Tally.count(
         f"take-over after SIGKILL, default lease ({kind}, {release_mode})", ids,
-        [d.job_id for d in read_dispatches(records)], storage,
+        [d.job_id for d in read_dispatches(pair.records)], storage,
         lease_s=lease, poll_s=poll, takeover_s=round(takeover, 2),
     )  # fmt: skip
     tally.report()
@@ -106,40 +88,31 @@ def test_takeover_after_sigkill_with_the_default_lease(
 
 def test_sigstop_in_batch_mode_duplicates_at_most_one_chunk_per_thread(
     postgres: Server,
-    open_storage: Callable[[str, str], Storage],
-    spawn: Callable[..., SchedulerProcess],
+    due_jobs: Callable[..., DueJobs],
+    spawn_pair: Callable[..., Pair],
 ) -> None:
-    prefix = unique_prefix()
-    storage = open_storage(postgres.url, prefix)
     jobs, batch, parallelism, lease = 4_000, 1_000, 2, 3.0
-    ids = [f"stall-{i}" for i in range(jobs)]
-    add_jobs(storage, ids, storage.now() - 1)
+    storage, prefix, ids = due_jobs(postgres.url, "stall", jobs)
     settings = {
         "release_mode": "batch", "batch_size": batch, "parallelism": parallelism,
         "poll_interval": 0.05, "lock_lease": lease, "dispatch_delay": 0.001,
     }  # fmt: skip
     # Given two batch-mode processes, each batch of 1,000 sent by two threads
-    first = spawn("first", postgres.url, [prefix], **settings)
-    second = spawn("second", postgres.url, [prefix], **settings)
-    first.wait_ready()
-    second.wait_ready()
-    processes = [first, second]
-    records = [first.record, second.record]
+    pair = spawn_pair(postgres.url, prefix, settings)
     # When the holder is frozen in the middle of a batch
-    wait_until(lambda: len(read_dispatches(records)) >= batch + batch // 2, timeout=60)
-    stale = wait_until(lambda: lock_holder_process(storage, processes), timeout=10)
-    other = second if stale is first else first
+    stale = pair.holder_after(storage, batch + batch // 2)
+    other = pair.other(stale)
     stale.send(signal.SIGSTOP)
     frozen_at = time.time()
     claimed = storage.count_by_state()[JobState.CLAIMED]
     # And the other takes over and releases every job, the frozen one's claims included
-    wait_until(lambda: lock_holder_process(storage, processes) is other, timeout=lease + 30)
+    wait_until(lambda: lock_holder_process(storage, pair.processes) is other, timeout=lease + 30)
     wait_until(lambda: enqueued(storage) == jobs, timeout=120)
     # And the frozen one is resumed
     stale.send(signal.SIGCONT)
     resumed_at = time.time()
     wait_until(lambda: "pass released" in stale.log(), timeout=30)
-    dispatches = read_dispatches(records)
+    dispatches = read_dispatches(pair.records)
     late = [d for d in dispatches if d.by == stale.name and d.at > resumed_at]
     tally = Tally.count(
         "SIGSTOP of a batch-mode holder, SIGCONT after the take-over", ids,

@@ -10,21 +10,15 @@ import os
 from typing import Any
 
 import redis
-from celery import Celery
 from celery.signals import worker_ready
+
+from tests.celery_apps import worker_app
 
 BROKER_URL = os.environ["FAULTS_BROKER_URL"]
 RECORD_URL = os.environ["FAULTS_RECORD_URL"]
 RECORD_KEY = os.environ["FAULTS_RECORD_KEY"]
 
-app = Celery("faults", broker=BROKER_URL)
-app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    task_ignore_result=True,
-    broker_connection_retry_on_startup=True,
-    worker_prefetch_multiplier=4,
-)
+app = worker_app("faults", BROKER_URL, worker_prefetch_multiplier=4)
 _records = redis.Redis.from_url(RECORD_URL)
 
 

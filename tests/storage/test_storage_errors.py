@@ -20,12 +20,12 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import storage_adapters
+from benchmarks.harness.servers import MissingBinaryError, RedisServer, new_workdir
 from parallel_scheduler import Client
 from parallel_scheduler.cli import main
 from storage_adapters import StorageConfigurationError, StorageUnavailableError
 from storage_adapters.permanent import dns_problem, postgresql_problem
 from tests.conftest import IN_CI, POSTGRESQL_URL, REDIS_URL, require_server
-from tests.faults.servers import MissingBinaryError, RedisServer, new_workdir
 
 SECRET = "s3cret-xyz"
 RETRY_LOGGER = "parallel_scheduler.retrying"

@@ -27,6 +27,7 @@ from .dispatchers import Dispatcher
 from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
+from .recorder import record_outcomes
 from .release import ReleaseListener, Releaser
 from .retrying import call_storage
 from .settings import Settings
@@ -79,6 +80,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             self._list_db = call_storage(script.list_db)
             self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
+        self.metrics.claims_recovered(stats.recovered)
         while self._keep_going(held) and not self._releaser.halted:
             fetched, outcomes = self._release_batch(held)
             stats.add_batch(fetched, outcomes)
@@ -90,8 +92,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         batch_size = self.settings.batch_size
         if self.settings.release_mode == "per_job":
             ids = call_storage(lambda: self.storage.fetch_due_ids(batch_size))
-            outcomes = self._pool.map(lambda job_id: self._releaser.release_one(job_id, held), ids)
-            return len(ids), Counter(outcomes)
+            outcomes = Counter(
+                self._pool.map(lambda job_id: self._releaser.release_one(job_id, held), ids)
+            )
+            record_outcomes(self.metrics, "per_job", outcomes)
+            return len(ids), outcomes
         lease = self.settings.lock_lease
         moved: list[ClaimedJob] = []
         claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
@@ -105,7 +110,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         counters = self._pool.map(
             lambda chunk: self._releaser.release_claims(chunk, held, claimed_at), chunks
         )
-        return len(moved) + len(claims), sum(counters, Counter({Outcome.RELEASED: len(moved)}))
+        outcomes = sum(counters, Counter[Outcome]())
+        self.metrics.released("one_script", len(moved))
+        path = "fast_publish" if self.settings.fast_publish else "batch"
+        record_outcomes(self.metrics, path, outcomes)
+        return len(moved) + len(claims), outcomes + Counter({Outcome.RELEASED: len(moved)})
 
     def _next_due_at(self) -> float | None:
         return self.storage.next_due_at()

@@ -32,6 +32,7 @@ from . import held_lock
 from .clock import StorageClock
 from .held_lock import HeldLock
 from .pool import BoundedPool
+from .recorder import NULL_RECORDER, MetricsRecorder
 from .retrying import call_storage
 from .settings import Settings
 from .stats import SchedulerStats
@@ -66,6 +67,8 @@ class LockedScheduler(ABC, Generic[StatsT]):
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._pass_began = -math.inf  # storage clock; only the loop's thread reads or writes it
+        #: Where passes report their metrics; ``SchedulerService`` sets it when metrics are on.
+        self.metrics: MetricsRecorder = NULL_RECORDER
 
     # -- what subclasses supply -----------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
             give_up_after=self.settings.lock_lease,
         )
         stats = self._new_stats(held is not None)
+        self.metrics.lock_held(self.LOCK_NAME, held is not None)
         if held is None:
             return stats
         try:
@@ -102,6 +106,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
         finally:
             held.release()
             stats.duration = time.monotonic() - started
+            self.metrics.pass_seconds(self.LOCK_NAME.removesuffix("-scheduler"), stats.duration)
         return stats
 
     def _keep_going(self, held: HeldLock) -> bool:
@@ -128,11 +133,13 @@ class LockedScheduler(ABC, Generic[StatsT]):
                 else:
                     backoff = 0.0
                     delay = self._delay_after(stats)
+                    self.metrics.heartbeat(time.time())
                 self._wake.wait(delay)
                 self._wake.clear()
         finally:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
+            self.metrics.lock_held(self.LOCK_NAME, False)
         logger.info("%s %s stopped", self.LOCK_NAME, self.owner)
 
     def _delay_after(self, stats: StatsT) -> float:

@@ -96,6 +96,8 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         if result is None:
             return FireResult(FireOutcome.STALE)
         created = sum(result)
+        self.metrics.fired(created)
+        self.metrics.misfires(schedule.misfire_policy, plan.missed)
         return FireResult(FireOutcome.FIRED, created, len(result) - created, plan.missed)
 
     def _next_due_at(self) -> float | None:

@@ -1,6 +1,7 @@
 """One scheduler process: the delayed and the recurring scheduler side by side, each under its
 own lock, started and stopped together. A recurring pass that fires wakes the delayed scheduler,
-so a firing reaches the broker without waiting out a poll interval.
+so a firing reaches the broker without waiting out a poll interval. With ``metrics_port`` set,
+it also serves Prometheus metrics from ``start()`` to ``stop()`` (see ``metrics.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from storage_adapters import Storage
 from .delayed_scheduler import DelayedJobScheduler
 from .dispatchers import Dispatcher
 from .locked_scheduler import default_owner
+from .metrics import MetricsServer
 from .recurring_scheduler import RecurringJobScheduler
 from .release import ReleaseListener
 from .settings import Settings
@@ -42,8 +44,14 @@ class SchedulerService:
         owns_storage: bool = False,
     ) -> None:
         owner = owner or default_owner()
+        settings = settings or Settings()
         self.storage = storage
         self._owns_storage = owns_storage
+        #: The ``/metrics`` endpoint, or ``None`` when ``metrics_port`` is not set.
+        self.metrics: MetricsServer | None = None
+        if settings.metrics_port is not None:
+            self.metrics = MetricsServer(storage, settings.metrics_host, settings.metrics_port)
+            listeners = (*listeners, self.metrics.on_released)
         self.delayed = DelayedJobScheduler(
             storage, dispatcher, settings, owner=owner, listeners=listeners
         )
@@ -52,11 +60,15 @@ class SchedulerService:
         )
         self.settings = self.delayed.settings
         self.owner = owner
+        if self.metrics is not None:
+            self.delayed.metrics = self.recurring.metrics = self.metrics.recorder
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
 
     def start(self) -> None:
-        """Run both schedulers in background threads."""
+        """Run both schedulers in background threads (and serve the metrics, when asked)."""
+        if self.metrics is not None:
+            self.metrics.start()
         for scheduler in (self.delayed, self.recurring):
             thread = threading.Thread(
                 target=scheduler.run_forever,
@@ -101,6 +113,8 @@ class SchedulerService:
             if thread.is_alive():
                 logger.warning("%s is still finishing its pass; not waiting longer", thread.name)
         self._threads.clear()
+        if self.metrics is not None:
+            self.metrics.stop()
 
     def close(self) -> None:
         self.stop()

@@ -66,6 +66,11 @@ class Settings:
     ``fallback_to_celery``: when storage cannot be reached at call time, hand the call to Celery's
     own eta path (logged at WARNING) instead of raising ``StorageUnavailableError``. Off by
     default: the job would then live in worker memory, which is what this project avoids.
+
+    ``metrics_port``: serve Prometheus metrics on ``http://metrics_host:metrics_port/metrics``
+    (``None``, the default, serves none; ``0`` picks a free port). ``metrics_host`` is the
+    address it binds, loopback unless told otherwise, since the page names the scheduler's
+    storage figures to whoever can reach it.
     """
 
     storage_url: str | None = None
@@ -80,6 +85,8 @@ class Settings:
     fast_publish: bool = False
     connect_timeout: float = 2.0
     fallback_to_celery: bool = False
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -90,6 +97,12 @@ class Settings:
         if self.eta_threshold is not None:
             _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
         _check_seconds("connect_timeout", self.connect_timeout, 0.1, 60)
+        if self.metrics_port is not None:
+            _check_int("metrics_port", self.metrics_port, 0, 65535)
+        if not isinstance(self.metrics_host, str) or not self.metrics_host.strip():
+            raise ConfigurationError(
+                f"metrics_host must be a host name or address, not {self.metrics_host!r}"
+            )
         for name in ("fast_publish", "fallback_to_celery"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(

@@ -38,6 +38,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "fast_publish": ("true", True),
     "connect_timeout": ("3.5", 3.5),
     "fallback_to_celery": ("true", True),
+    "metrics_port": ("0", 0),
+    "metrics_host": ("localhost", "localhost"),
 }
 KINDS = {kind.name: kind for kind in SETTING_KINDS}
 

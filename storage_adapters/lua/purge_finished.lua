@@ -1,0 +1,36 @@
+-- Delete up to ARGV[3] finished jobs whose finish time is before ARGV[2], oldest first, state by
+-- state in the order of the KEYS groups; the job's hash and every index it could be in shrink.
+-- KEYS: 1 all-jobs index, 2 schedule, 3 claim leases, then per state: its finished index (by
+--       finish time), its state index (by due time)
+-- ARGV: 1 job key prefix, 2 cutoff (exclusive), 3 limit, then one state name per KEYS group
+-- Returns how many hashes were deleted. Bounded: at most `limit` ids are read, whatever is stored.
+local left = tonumber(ARGV[3])
+local deleted = 0
+for g = 0, (#KEYS - 3) / 2 - 1 do
+  if left <= 0 then
+    break
+  end
+  local finished_key, state_key, state = KEYS[4 + 2 * g], KEYS[5 + 2 * g], ARGV[4 + g]
+  local ids = redis.call('ZRANGE', finished_key, '-inf', '(' .. ARGV[2], 'BYSCORE', 'LIMIT', 0,
+    left)
+  local gone = {}
+  for _, id in ipairs(ids) do
+    local key = ARGV[1] .. id
+    -- A finished job never leaves its state, so the index names it rightly; were a hash to say
+    -- otherwise (written by hand), it is only dropped from this index, never deleted.
+    if redis.call('HGET', key, 'state') == state then
+      redis.call('DEL', key)
+      gone[#gone + 1] = id
+    end
+  end
+  call_in_slices('ZREM', finished_key, ids)
+  if #gone > 0 then
+    call_in_slices('ZREM', state_key, gone)
+    call_in_slices('ZREM', KEYS[1], gone)
+    call_in_slices('ZREM', KEYS[2], gone)
+    call_in_slices('ZREM', KEYS[3], gone)
+  end
+  deleted = deleted + #gone
+  left = left - #ids
+end
+return deleted

@@ -1,0 +1,54 @@
+"""The retention family of the ``Storage`` contract on SQL (``RetentionStore`` in ``base.py``).
+
+One bounded statement per call: ``DELETE … WHERE id IN (SELECT id … ORDER BY updated_at LIMIT n)``.
+The inner select walks the ``(state, updated_at)`` index of schema version 4 from its oldest end,
+so a batch costs its own size whatever the table holds, and it never holds the table for long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from .records import JobState
+from .retention import check_purge
+from .sql_plumbing import SQLPlumbing
+from .sql_statements import state_is
+
+__all__ = ["SQLRetentionStore", "purge_statement"]
+
+
+def purge_statement(jobs: sa.Table, state: JobState) -> sa.Delete:
+    """Delete at most ``:limit`` jobs of ``state`` whose ``updated_at`` is before ``:older_than``,
+    oldest first. The state is a literal (see ``sql_statements``) so the index matches it."""
+    oldest = (
+        sa.select(jobs.c.id)
+        .where(state_is(jobs.c.state, state), jobs.c.updated_at < sa.bindparam("older_than"))
+        .order_by(jobs.c.updated_at)
+        .limit(sa.bindparam("limit"))
+    )
+    # the state is checked again outside: a row cannot leave a terminal state, but the guard is
+    # free and keeps the statement right on its own
+    return sa.delete(jobs).where(jobs.c.id.in_(oldest), state_is(jobs.c.state, state))
+
+
+class SQLRetentionStore(SQLPlumbing):
+    """Deleting old finished jobs in bounded batches."""
+
+    def purge_finished(
+        self, states: Iterable[JobState | str], older_than: float, limit: int
+    ) -> int:
+        chosen, cutoff, left = check_purge(states, older_than, limit)
+        jobs = self._tables.jobs
+        deleted = 0
+        # Oldest first across states: a state's batch is its own oldest jobs; with several states
+        # the limit is shared, so the first states may take all of it (the next call goes on).
+        for state in chosen:
+            if left <= 0:
+                break
+            params = {"older_than": cutoff, "limit": left}
+            count = self._changed(purge_statement(jobs, state), params)
+            deleted += count
+            left -= count
+        return deleted

@@ -69,6 +69,10 @@ class LockedScheduler(ABC, Generic[StatsT]):
         self._pass_began = -math.inf  # storage clock; only the loop's thread reads or writes it
         #: Where passes report their metrics; ``SchedulerService`` sets it when metrics are on.
         self.metrics: MetricsRecorder = NULL_RECORDER
+        #: For the liveness heartbeat (``instances.py``), read from its thread: the lock while a
+        #: pass holds it, and the last pass that held it with when it ended (epoch seconds).
+        self.held: HeldLock | None = None
+        self.last_pass: tuple[float, StatsT] | None = None
 
     # -- what subclasses supply -----------------------------------------------------------------
 
@@ -99,13 +103,16 @@ class LockedScheduler(ABC, Generic[StatsT]):
         self.metrics.lock_held(self.LOCK_NAME, held is not None)
         if held is None:
             return stats
+        self.held = held
         try:
             self._clock.sync()
             self._pass_began = self._clock.now()
             self._pass(held, stats)
         finally:
             held.release()
+            self.held = None
             stats.duration = time.monotonic() - started
+            self.last_pass = (time.time(), stats)
             self.metrics.pass_seconds(self.LOCK_NAME.removesuffix("-scheduler"), stats.duration)
         return stats
 

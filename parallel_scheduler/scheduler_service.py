@@ -1,7 +1,8 @@
 """One scheduler process: the delayed and the recurring scheduler side by side, each under its
 own lock, started and stopped together. A recurring pass that fires wakes the delayed scheduler,
 so a firing reaches the broker without waiting out a poll interval. With ``metrics_port`` set,
-it also serves Prometheus metrics from ``start()`` to ``stop()`` (see ``metrics.py``).
+it also serves Prometheus metrics from ``start()`` to ``stop()`` (see ``metrics.py``). From
+``start()`` to ``stop()`` it heartbeats its liveness record in storage (see ``instances.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from storage_adapters import Storage
 
 from .delayed_scheduler import DelayedJobScheduler
 from .dispatchers import Dispatcher
+from .instances import Heartbeat
 from .locked_scheduler import default_owner
 from .metrics import MetricsServer
 from .recurring_scheduler import RecurringJobScheduler
@@ -64,11 +66,16 @@ class SchedulerService:
             self.delayed.metrics = self.recurring.metrics = self.metrics.recorder
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
+        #: This process's liveness record; its id is the lock owner, so a lock holder names it.
+        self.heartbeat = Heartbeat(
+            storage, owner, self.settings, {"delayed": self.delayed, "recurring": self.recurring}
+        )
 
     def start(self) -> None:
         """Run both schedulers in background threads (and serve the metrics, when asked)."""
         if self.metrics is not None:
             self.metrics.start()
+        self.heartbeat.start()
         for scheduler in (self.delayed, self.recurring):
             thread = threading.Thread(
                 target=scheduler.run_forever,
@@ -113,6 +120,7 @@ class SchedulerService:
             if thread.is_alive():
                 logger.warning("%s is still finishing its pass; not waiting longer", thread.name)
         self._threads.clear()
+        self.heartbeat.stop()
         if self.metrics is not None:
             self.metrics.stop()
 

@@ -71,6 +71,9 @@ class Settings:
     (``None``, the default, serves none; ``0`` picks a free port). ``metrics_host`` is the
     address it binds, loopback unless told otherwise, since the page names the scheduler's
     storage figures to whoever can reach it.
+
+    ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
+    ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old.
     """
 
     storage_url: str | None = None
@@ -87,6 +90,7 @@ class Settings:
     fallback_to_celery: bool = False
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    heartbeat_interval: float = 5.0
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -97,6 +101,7 @@ class Settings:
         if self.eta_threshold is not None:
             _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
         _check_seconds("connect_timeout", self.connect_timeout, 0.1, 60)
+        _check_seconds("heartbeat_interval", self.heartbeat_interval, 0.05, 300)
         if self.metrics_port is not None:
             _check_int("metrics_port", self.metrics_port, 0, 65535)
         if not isinstance(self.metrics_host, str) or not self.metrics_host.strip():

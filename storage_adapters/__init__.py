@@ -7,6 +7,7 @@ one backend never needs the others' drivers to be importable.
 from __future__ import annotations
 
 from .base import (
+    InstanceStore,
     JobStore,
     ListReleasingStorage,
     LockStore,
@@ -31,6 +32,7 @@ from .records import (
     MAX_JOB_ID_LENGTH,
     ClaimedJob,
     Firing,
+    InstanceRecord,
     JobRecord,
     JobState,
     LockLease,
@@ -50,6 +52,8 @@ __all__ = [
     "MAX_JOB_ID_LENGTH",
     "ClaimedJob",
     "Firing",
+    "InstanceRecord",
+    "InstanceStore",
     "InvalidArgumentError",
     "InvalidIdentifierError",
     "InvalidRecordError",

@@ -20,11 +20,11 @@ A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the nex
 ``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
 flight at the crash), and can never lose one.
 
-The contract reads as five small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
+The contract reads as six small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
 ``StorageAdmin`` (schema, clock, connections), ``JobStore`` (accept and manage delayed jobs),
-``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock) and
-``RecurringStore`` (recurring jobs and their firings). A part of the core that needs one family
-can say so in its signature.
+``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock),
+``RecurringStore`` (recurring jobs and their firings) and ``InstanceStore`` (which scheduler
+processes are alive). A part of the core that needs one family can say so in its signature.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
 ``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``
@@ -39,6 +39,7 @@ from typing import Protocol, runtime_checkable
 from .records import (
     ClaimedJob,
     Firing,
+    InstanceRecord,
     JobRecord,
     JobState,
     LockLease,
@@ -49,6 +50,7 @@ from .records import (
 )
 
 __all__ = [
+    "InstanceStore",
     "JobStore",
     "ListReleasingStorage",
     "LockStore",
@@ -258,7 +260,38 @@ class RecurringStore(Protocol):
 
 
 @runtime_checkable
-class Storage(StorageAdmin, JobStore, ReleaseStore, LockStore, RecurringStore, Protocol):
+class InstanceStore(Protocol):
+    """Liveness: every scheduler process keeps a record of itself, stamped by the storage clock
+    on each heartbeat, so anyone can tell which schedulers are alive and what each is doing."""
+
+    def register_instance(self, instance: InstanceRecord) -> None:
+        """Create or replace the record of ``instance.id``; storage stamps ``heartbeat_at``
+        with its own ``now()`` (the value given is ignored)."""
+
+    def heartbeat_instance(self, instance_id: str, details: str) -> bool:
+        """Stamp ``heartbeat_at = now()`` and replace ``details``; ``False`` (nothing written)
+        when the record is gone (removed as dead while this process stalled: register again)."""
+
+    def list_instances(self) -> list[InstanceRecord]:
+        """Every stored record, ordered by id."""
+
+    def remove_instances_older_than(self, cutoff: float, limit: int = 1000) -> int:
+        """Delete up to ``limit`` records whose ``heartbeat_at`` is before ``cutoff``; how many."""
+
+    def remove_instance(self, instance_id: str) -> bool:
+        """Delete one record (a graceful stop); ``False`` if it was not there."""
+
+
+@runtime_checkable
+class Storage(
+    StorageAdmin,
+    JobStore,
+    ReleaseStore,
+    LockStore,
+    RecurringStore,
+    InstanceStore,
+    Protocol,
+):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.
 
     Every method is safe to call from many threads and many processes at once. Methods that take

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_TASK_NAME_LENGTH",
     "ClaimedJob",
     "Firing",
+    "InstanceRecord",
     "JobRecord",
     "JobState",
     "LockLease",
@@ -139,6 +140,24 @@ class Firing:
     last_run_at: float | None
     history: str
     jobs: tuple[NewJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRecord:
+    """One scheduler process as it last reported itself (liveness, ``InstanceStore``).
+
+    ``heartbeat_at`` is stamped by storage (its clock) on every register or heartbeat, so
+    "how long since" is measured on one clock whichever host asks. ``details`` is JSON text the
+    scheduler owns (its last passes, the locks it holds, its settings): storage only keeps it.
+    """
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    started_at: float
+    heartbeat_at: float
+    details: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from .records import (
     NewJob,
     validate_prefix,
 )
+from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
 from .redis_jobs import RedisJobs, float_arg, lease_arg
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
@@ -71,6 +72,7 @@ _SCRIPTS = (
     "release_lock",
     "lock_holder",
     *RECURRING_SCRIPTS,
+    *INSTANCE_SCRIPTS,
 )
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
@@ -99,7 +101,7 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
     ]
 
 
-class RedisStorage(RedisJobs, RedisLocks, RedisRecurring):
+class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisInstances):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and

@@ -22,6 +22,7 @@ from .checks import (
     positive_seconds,
 )
 from .records import ClaimedJob, JobRecord, JobState, LockLease, NewJob, validate_lock_name
+from .sql_instance_store import SQLInstanceStore
 from .sql_job_rows import claimed_job, job_record
 from .sql_plumbing import ADD_JOBS_PAGE_SIZE
 from .sql_recurring_store import SQLRecurringStore
@@ -30,7 +31,7 @@ from .sql_tables import migrate
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
 
-class SQLStorage(SQLRecurringStore):
+class SQLStorage(SQLRecurringStore, SQLInstanceStore):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
     Subclasses only build the engine and describe their ``Dialect``; every behaviour is here and
@@ -55,7 +56,8 @@ class SQLStorage(SQLRecurringStore):
     def drop(self) -> None:
         with self._transaction() as conn:
             tables = self._tables
-            for table in (tables.jobs, tables.locks, tables.recurring, tables.schema_version):
+            every = (tables.jobs, tables.locks, tables.recurring, tables.instances)
+            for table in (*every, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))
 
     # -- accept -----------------------------------------------------------------------------

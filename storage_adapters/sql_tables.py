@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .errors import StorageError
+from .instance_checks import MAX_HOST_LENGTH, MAX_INSTANCE_ID_LENGTH, MAX_VERSION_LENGTH
 from .records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
@@ -37,6 +38,7 @@ class Tables:
     locks: sa.Table
     recurring: sa.Table
     schema_version: sa.Table
+    instances: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -92,7 +94,24 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("description", sa.Text, nullable=False),
         sa.Column("applied_at", sa.Double, nullable=False),
     )
-    return Tables(jobs=jobs, locks=locks, recurring=recurring, schema_version=schema_version)
+    instances = sa.Table(
+        f"{prefix}_instances",
+        metadata,
+        sa.Column("id", sa.String(MAX_INSTANCE_ID_LENGTH), primary_key=True),
+        sa.Column("host", sa.String(MAX_HOST_LENGTH), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("version", sa.String(MAX_VERSION_LENGTH), nullable=False),
+        sa.Column("started_at", sa.Double, nullable=False),
+        sa.Column("heartbeat_at", sa.Double, nullable=False),
+        sa.Column("details", sa.Text, nullable=False),
+    )
+    return Tables(
+        jobs=jobs,
+        locks=locks,
+        recurring=recurring,
+        schema_version=schema_version,
+        instances=instances,
+    )
 
 
 @dataclass(frozen=True)
@@ -169,10 +188,26 @@ def _v3_envelope(p: str, dialect: str) -> list[str]:
     return [f"ALTER TABLE {p}_jobs ADD COLUMN envelope text"]
 
 
+def _v4_instances(p: str, dialect: str) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_instances (
+            id varchar({MAX_INSTANCE_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            host varchar({MAX_HOST_LENGTH}) NOT NULL,
+            pid integer NOT NULL,
+            version varchar({MAX_VERSION_LENGTH}) NOT NULL,
+            started_at double precision NOT NULL,
+            heartbeat_at double precision NOT NULL,
+            details text NOT NULL
+        )""",
+        f"CREATE INDEX IF NOT EXISTS {p}_instances_heartbeat ON {p}_instances (heartbeat_at)",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
     Migration(3, "jobs carry an optional broker message built at accept time", _v3_envelope),
+    Migration(4, "scheduler instances and their heartbeats, for liveness", _v4_instances),
 )
 
 

@@ -1,4 +1,5 @@
-"""``status``: which store, how many jobs per state, the next due job and the lock holders.
+"""``status``: which store, how many jobs per state, the next due job, the lock holders and the
+scheduler instances (alive or dead, see ``schedulers.py``).
 
 Read-only, and it never fails on what the store holds: a next due time that cannot be shown as a
 date (a row written out of range) is reported as its raw value with a problem, not a traceback.
@@ -12,13 +13,14 @@ import math
 from typing import Any
 
 import storage_adapters
-from storage_adapters import LockLease
+from storage_adapters import InstanceRecord, LockLease, StorageError
 
 from ..client import Client
 from ..delayed_scheduler import DelayedJobScheduler
 from ..recurring_scheduler import RecurringJobScheduler
 from .opening import describe_storage, open_client, read
 from .render import instant, print_table
+from .schedulers import print_schedulers, scheduler_views
 
 __all__ = ["add_commands", "status_report"]
 
@@ -52,6 +54,16 @@ def status_report(client: Client) -> dict[str, Any]:
     next_due = read(client, storage.next_due_at)
     now = read(client, storage.now)
     problems: list[str] = []
+    instances: list[InstanceRecord] = []
+    try:
+        instances = read(client, storage.list_instances)
+    except StorageError as exc:  # e.g. a schema from before liveness: the rest still shows
+        problems.append(f"scheduler instances cannot be read: {exc}")
+    holders = {
+        "delayed": None if holder is None else holder.owner,
+        "recurring": None if recurring_holder is None else recurring_holder.owner,
+    }
+    interval = client.settings.heartbeat_interval
     return {
         "storage": describe_storage(client.settings.storage_url or storage_adapters.DEFAULT_URL),
         "counts": client.counts(),
@@ -60,6 +72,7 @@ def status_report(client: Client) -> dict[str, Any]:
         "lock_holder": _holder(holder, now),
         "recurring_jobs": read(client, storage.count_recurring),
         "recurring_lock_holder": None if recurring_holder is None else recurring_holder.owner,
+        "schedulers": scheduler_views(instances, now, interval, holders),
         "settings": client.settings.describe(),
         "problem": "; ".join(problems) or None,
     }
@@ -79,6 +92,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
     print(f"lock holder: {shown}")
     print(f"recurring lock holder: {report['recurring_lock_holder'] or 'none'}")
     print(f"recurring jobs: {report['recurring_jobs']}")
+    print_schedulers(report["schedulers"])
     if report["problem"]:
         print(f"problem: {report['problem']}")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage_adapters import (
+    InstanceStore,
     JobStore,
     LockStore,
     RecurringStore,
@@ -14,7 +15,14 @@ from storage_adapters import (
     StorageAdmin,
 )
 
-FAMILIES: list[type] = [StorageAdmin, JobStore, ReleaseStore, LockStore, RecurringStore]
+FAMILIES: list[type] = [
+    StorageAdmin,
+    JobStore,
+    ReleaseStore,
+    LockStore,
+    RecurringStore,
+    InstanceStore,
+]
 
 
 def methods(protocol: type) -> set[str]:

@@ -1,0 +1,148 @@
+"""Liveness: every scheduler process keeps a record of itself in storage, so an operator (and
+``parallel-scheduler status``) can tell at any moment how many schedulers are alive, which one
+holds each lock, what each did last, and with which settings.
+
+``Heartbeat`` is a daemon thread that ``SchedulerService`` starts with its schedulers: it
+registers the process (its id is the schedulers' lock owner, so a lock holder in storage names
+its record), rewrites the record every ``heartbeat_interval`` seconds (storage stamps the time
+with its own clock), and removes it on a graceful stop. A process that dies without stopping
+leaves a record whose heartbeat ages: shown dead once it is ``DEAD_AFTER_INTERVALS`` intervals
+old, deleted ``REMOVE_AFTER`` seconds after its last heartbeat by any live instance's heartbeat.
+
+A storage error in a heartbeat is logged and the next interval tries again: liveness reporting
+never stops the scheduling it reports on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from storage_adapters import InstanceRecord, Storage
+
+if TYPE_CHECKING:
+    from .locked_scheduler import LockedScheduler
+    from .settings import Settings
+
+__all__ = ["DEAD_AFTER_INTERVALS", "REMOVE_AFTER", "Heartbeat", "pass_view"]
+
+logger = logging.getLogger(__name__)
+#: A record whose heartbeat is older than this many of its own intervals is shown dead.
+DEAD_AFTER_INTERVALS = 3
+#: Seconds after its last heartbeat that a dead record is deleted.
+REMOVE_AFTER = 600.0
+#: Dead records deleted per heartbeat at most (one bounded statement or script).
+REMOVE_BATCH = 100
+
+
+def pass_view(scheduler: LockedScheduler[Any]) -> dict[str, Any] | None:
+    """The scheduler's last pass that held its lock: when it ended, how long it took, and its
+    counts (``released`` for delayed jobs, ``fired``/``created`` for recurring ones)."""
+    last = scheduler.last_pass
+    if last is None:
+        return None
+    ended_at, stats = last
+    return {"at": ended_at, "duration_seconds": round(stats.duration, 6), **stats.as_dict()}
+
+
+class Heartbeat:
+    """Registers this process, keeps its record fresh, and removes it on ``stop()``."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        instance_id: str,
+        settings: Settings,
+        schedulers: dict[str, LockedScheduler[Any]],
+    ) -> None:
+        self.storage = storage
+        self.instance_id = instance_id
+        self.settings = settings
+        self.interval = settings.heartbeat_interval
+        self._schedulers = schedulers
+        self._started_at = time.time()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Epoch seconds of the last heartbeat storage accepted (``None`` before the first);
+        #: what a metrics gauge or a health check reads.
+        self.last_beat: float | None = None
+
+    def details(self) -> str:
+        """The record's JSON details: last passes, locks held now, settings (passwords masked)."""
+        locks = []
+        for scheduler in self._schedulers.values():
+            held = scheduler.held
+            if held is not None and held.valid():
+                locks.append(held.lease.name)
+        view = {
+            "last_pass": {kind: pass_view(s) for kind, s in self._schedulers.items()},
+            "locks": sorted(locks),
+            "settings": self.settings.describe(),
+        }
+        return json.dumps(view, default=str, allow_nan=False)
+
+    def record(self) -> InstanceRecord:
+        from . import __version__  # here: the package's __init__ may still be importing us
+
+        return InstanceRecord(
+            id=self.instance_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            version=__version__,
+            started_at=self._started_at,
+            heartbeat_at=0.0,  # stamped by storage
+            details=self.details(),
+        )
+
+    def beat(self) -> bool:
+        """Write the record once (registering again if it was removed meanwhile) and delete dead
+        records; ``False`` when storage failed (logged; the next interval tries again)."""
+        try:
+            if not self.storage.heartbeat_instance(self.instance_id, self.details()):
+                self.storage.register_instance(self.record())
+            self.last_beat = time.time()
+            cutoff = self.storage.now() - REMOVE_AFTER
+            removed = self.storage.remove_instances_older_than(cutoff, REMOVE_BATCH)
+            if removed:
+                logger.info(
+                    "removed %d scheduler instance(s) dead for %.0f s", removed, REMOVE_AFTER
+                )
+        except Exception as exc:  # any failure: liveness must not stop the schedulers
+            logger.warning("heartbeat of scheduler %s failed: %s", self.instance_id, exc)
+            return False
+        return True
+
+    def start(self) -> None:
+        """Register now (in the caller's thread, so the record exists once ``start`` returns
+        when storage is up) and keep beating in a daemon thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        try:
+            self.storage.register_instance(self.record())
+            self.last_beat = time.time()
+        except Exception as exc:
+            logger.warning("registering scheduler %s failed: %s", self.instance_id, exc)
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.beat()
+
+    def stop(self) -> None:
+        """Stop beating and remove the record: a graceful stop is not a death."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join()
+        try:
+            self.storage.remove_instance(self.instance_id)
+        except Exception as exc:  # it ages out and is removed as dead
+            logger.warning("removing scheduler %s failed: %s", self.instance_id, exc)

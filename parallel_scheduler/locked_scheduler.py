@@ -140,7 +140,6 @@ class LockedScheduler(ABC, Generic[StatsT]):
                 else:
                     backoff = 0.0
                     delay = self._delay_after(stats)
-                    self.metrics.heartbeat(time.time())
                 self._wake.wait(delay)
                 self._wake.clear()
         finally:

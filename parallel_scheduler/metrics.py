@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
@@ -109,7 +109,7 @@ class PrometheusRecorder:
         )
         self._heartbeat = Gauge(
             name("heartbeat_timestamp_seconds"),
-            "Epoch seconds of this instance's last successful pass attempt (locked or not)",
+            "Epoch seconds of this instance's last heartbeat written to storage (0: none yet)",
             registry=registry,
         )
         self._fired = Counter(
@@ -158,8 +158,10 @@ class PrometheusRecorder:
     def lock_held(self, lock: str, held: bool) -> None:
         self._lock_held.labels(lock).set(1 if held else 0)
 
-    def heartbeat(self, at: float) -> None:
-        self._heartbeat.set(at)
+    def follow_heartbeat(self, last_beat: Callable[[], float | None]) -> None:
+        """Read the heartbeat gauge from ``last_beat`` at scrape time (``instances.Heartbeat``
+        owns the liveness record; the gauge shows when it was last written)."""
+        self._heartbeat.set_function(lambda: last_beat() or 0.0)
 
     def fired(self, count: int) -> None:
         if count:

@@ -50,8 +50,6 @@ class MetricsRecorder(Protocol):
 
     def lock_held(self, lock: str, held: bool) -> None: ...
 
-    def heartbeat(self, at: float) -> None: ...
-
     def fired(self, count: int) -> None: ...
 
     def misfires(self, policy: str, count: int) -> None: ...
@@ -79,9 +77,6 @@ class NullRecorder:
         pass
 
     def lock_held(self, lock: str, held: bool) -> None:
-        pass
-
-    def heartbeat(self, at: float) -> None:
         pass
 
     def fired(self, count: int) -> None:

@@ -70,6 +70,9 @@ class SchedulerService:
         self.heartbeat = Heartbeat(
             storage, owner, self.settings, {"delayed": self.delayed, "recurring": self.recurring}
         )
+        if self.metrics is not None:
+            heartbeat = self.heartbeat
+            self.metrics.recorder.follow_heartbeat(lambda: heartbeat.last_beat)
 
     def start(self) -> None:
         """Run both schedulers in background threads (and serve the metrics, when asked)."""

@@ -222,6 +222,10 @@ def test_the_endpoint_lives_as_long_as_the_service(tmp_path: Path) -> None:
             lambda: (s := scrape(url)) and value(s, "lock_held", lock="delayed-scheduler") and s, 10
         )
         assert value(samples, "storage_up") == 1
+        # The heartbeat gauge shows when the liveness record was last written
+        before = service.heartbeat.last_beat
+        beat = value(scrape(url), "heartbeat_timestamp_seconds")
+        assert before is not None and before <= beat <= (service.heartbeat.last_beat or 0)
         port = service.metrics.port
     finally:
         service.close()

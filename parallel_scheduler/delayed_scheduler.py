@@ -29,6 +29,7 @@ from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
 from .recorder import record_outcomes
 from .release import ReleaseListener, Releaser
+from .retention import InPassPurge
 from .retrying import call_storage
 from .settings import Settings
 from .stats import Outcome, PassStats
@@ -64,6 +65,9 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         self._script_release = script_release_for(storage, dispatcher)
         self._list_db: int | None = None
         self._list_db_known = False
+        self._purge = InPassPurge(
+            storage, self._clock, self.settings.retention, self.settings.batch_size
+        )
 
     @property
     def releases_by_script(self) -> bool:
@@ -81,11 +85,15 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         self.metrics.claims_recovered(stats.recovered)
+        drained = False  # the due set was emptied: retention may have its turn
         while self._keep_going(held) and not self._releaser.halted:
             fetched, outcomes = self._release_batch(held)
             stats.add_batch(fetched, outcomes)
             if fetched < self.settings.batch_size:
+                drained = True
                 break
+        if drained and self._keep_going(held) and self._purge.due():
+            stats.purged = self._purge.run()
         self._log(stats)
 
     def _release_batch(self, held: HeldLock) -> tuple[int, Counter[Outcome]]:
@@ -120,6 +128,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         return self.storage.next_due_at()
 
     def _log(self, stats: PassStats) -> None:
+        if stats.purged:
+            logger.info("pass purged %d finished job(s) past retention", stats.purged)
         if stats.fetched or stats.recovered:
             logger.info(
                 "pass released %d of %d due job(s) (%d batch(es), %d expired, %d failed, "

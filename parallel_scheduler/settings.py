@@ -20,6 +20,7 @@ from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, v
 from storage_adapters.urls import InvalidStorageURLError, scheme_of
 
 from .errors import ConfigurationError
+from .limits import MAX_INTERVAL
 
 __all__ = [
     "CELERY_PREFIX",
@@ -72,6 +73,10 @@ class Settings:
     address it binds, loopback unless told otherwise, since the page names the scheduler's
     storage figures to whoever can reach it.
 
+    ``retention``: finished jobs (enqueued, cancelled, expired) are deleted this many seconds
+    after they finished, by the delayed scheduler's lock holder in bounded batches between its
+    passes (``parallel-scheduler purge`` does it by hand). ``0`` or ``None`` keeps every job.
+
     ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
     ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old.
     """
@@ -90,6 +95,7 @@ class Settings:
     fallback_to_celery: bool = False
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    retention: float | None = 7 * 86400.0
     heartbeat_interval: float = 5.0
 
     def __post_init__(self) -> None:
@@ -104,6 +110,8 @@ class Settings:
         _check_seconds("heartbeat_interval", self.heartbeat_interval, 0.05, 300)
         if self.metrics_port is not None:
             _check_int("metrics_port", self.metrics_port, 0, 65535)
+        if self.retention is not None:
+            _check_seconds("retention", self.retention, 0, MAX_INTERVAL)
         if not isinstance(self.metrics_host, str) or not self.metrics_host.strip():
             raise ConfigurationError(
                 f"metrics_host must be a host name or address, not {self.metrics_host!r}"

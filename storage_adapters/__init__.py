@@ -13,6 +13,7 @@ from .base import (
     LockStore,
     RecurringStore,
     ReleaseStore,
+    RetentionStore,
     Storage,
     StorageAdmin,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "RecurringRecord",
     "RecurringStore",
     "ReleaseStore",
+    "RetentionStore",
     "SaveMode",
     "Storage",
     "StorageAdmin",

@@ -20,11 +20,12 @@ A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the nex
 ``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
 flight at the crash), and can never lose one.
 
-The contract reads as six small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
+The contract reads as seven small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
 ``StorageAdmin`` (schema, clock, connections), ``JobStore`` (accept and manage delayed jobs),
 ``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock),
-``RecurringStore`` (recurring jobs and their firings) and ``InstanceStore`` (which scheduler
-processes are alive). A part of the core that needs one family can say so in its signature.
+``RecurringStore`` (recurring jobs and their firings), ``InstanceStore`` (which scheduler
+processes are alive) and ``RetentionStore`` (deleting old finished jobs). A part of the core that
+needs one family can say so in its signature.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
 ``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``
@@ -33,7 +34,7 @@ for a record that breaks the contract, ``InvalidIdentifierError`` for an unsafe 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from .records import (
@@ -56,6 +57,7 @@ __all__ = [
     "LockStore",
     "RecurringStore",
     "ReleaseStore",
+    "RetentionStore",
     "Storage",
     "StorageAdmin",
 ]
@@ -283,6 +285,23 @@ class InstanceStore(Protocol):
 
 
 @runtime_checkable
+class RetentionStore(Protocol):
+    """Deleting old finished jobs, so storage does not grow with every job ever released."""
+
+    def purge_finished(
+        self, states: Iterable[JobState | str], older_than: float, limit: int
+    ) -> int:
+        """Delete at most ``limit`` jobs in the finished ``states`` (enqueued, cancelled,
+        expired; ``SCHEDULED`` or ``CLAIMED`` raise ``InvalidArgumentError``) whose ``updated_at``
+        (when they reached that state) is before ``older_than`` (storage-clock epoch seconds),
+        oldest first within each state, states in the order given. Returns how many.
+
+        One bounded step served by an index on finish time, never a scan, so the lock holder can
+        run it between passes; every index the job was in shrinks with it.
+        """
+
+
+@runtime_checkable
 class Storage(
     StorageAdmin,
     JobStore,
@@ -290,6 +309,7 @@ class Storage(
     LockStore,
     RecurringStore,
     InstanceStore,
+    RetentionStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

@@ -6,7 +6,8 @@ with ``TIME`` so every host agrees on what is due. Floats travel as round-trippa
 
 Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (the other states
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
-``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter).
+``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter),
+``finished:<state>`` (finished ids by finish time, for retention: ``redis_retention.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis_recurring.py``, reading and
 managing jobs in ``redis_jobs.py``, the lock in ``redis_locks.py``: one mixin per contract family.
 """
@@ -46,11 +47,13 @@ from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
 from .redis_jobs import RedisJobs, float_arg, lease_arg
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
+from .redis_retention import RETENTION_SCRIPTS, RedisRetention
 from .urls import InvalidStorageURLError, mask_url
 
 __all__ = ["RedisStorage"]
 
-SCHEMA_VERSION = 1
+#: 2: finished jobs are indexed by finish time (``finished:<state>``, see redis_retention.py).
+SCHEMA_VERSION = 2
 MIN_SERVER_VERSION = (6, 2)  # ZRANGE … BYSCORE LIMIT
 POOL_WAIT_SECONDS = 30.0  # how long a caller queues for a free connection before giving up
 #: A reply can take this long (a release script over a big chunk) before the link counts as lost.
@@ -72,6 +75,7 @@ _SCRIPTS = (
     "release_lock",
     "lock_holder",
     *RECURRING_SCRIPTS,
+    *RETENTION_SCRIPTS,
     *INSTANCE_SCRIPTS,
 )
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
@@ -101,7 +105,7 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
     ]
 
 
-class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisInstances):
+class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisRetention, RedisInstances):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and
@@ -226,6 +230,10 @@ class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisInstances):
                 f"keys under prefix {self._prefix!r} were written by a newer parallel-scheduler "
                 f"(schema {stored}, this one understands {SCHEMA_VERSION}); upgrade it"
             )
+        if stored < SCHEMA_VERSION:  # keys written by schema 1: index its finished jobs once
+            self._index_finished_jobs()
+            with self._talking() as client:
+                client.set(self._key("version"), SCHEMA_VERSION)
 
     def _check_server_version(self, client: redis.Redis) -> None:
         try:
@@ -303,6 +311,7 @@ class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisInstances):
             self._key("claimed"),
             self._state_key(JobState.CLAIMED),
             self._state_key(JobState.ENQUEUED),
+            self._finished_key(JobState.ENQUEUED),
         ]
         args: list[str | int] = [
             self._key("job:"),
@@ -323,6 +332,8 @@ class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisInstances):
         if not claims:
             return []
         keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._state_key(target)]
+        if target.is_terminal:
+            keys.append(self._finished_key(target))
         args = [self._key("job:"), target.value, "0" if error is None else "1", error or ""]
         for claim in claims:
             args += (claim.id, str(claim.token))

@@ -70,6 +70,8 @@ class RedisJobs:
 
         def _state_key(self, state: JobState) -> str: ...
 
+        def _finished_key(self, state: JobState) -> str: ...
+
         def _talking(self) -> AbstractContextManager[redis.Redis]: ...
 
         def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
@@ -86,7 +88,11 @@ class RedisJobs:
         return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
 
     def cancel(self, job_id: str) -> bool:
-        keys = [self._key("schedule"), self._state_key(JobState.CANCELLED)]
+        keys = [
+            self._key("schedule"),
+            self._state_key(JobState.CANCELLED),
+            self._finished_key(JobState.CANCELLED),
+        ]
         return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
 
     def reschedule(self, job_id: str, due_at: float) -> bool:

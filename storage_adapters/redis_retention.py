@@ -7,9 +7,12 @@ there, so the oldest finished jobs are one range read away, never a SCAN. ``purg
 deletes a bounded batch: the hash, and the id from every index (``all``, the state index, the
 finished index, and, in case, the schedule and the claim leases).
 
-Jobs finished by a version without these indexes are indexed once by ``setup`` (in slices of
-``BACKFILL_SLICE`` ids, so no script blocks the server), after which ``finished_indexed`` records
-that the backfill is done; they are purged from then on like any other.
+Jobs finished under schema 1 (before these indexes existed) are indexed once, when ``setup``
+moves the prefix's ``version`` to 2 (in slices of ``BACKFILL_SLICE`` ids, so no script blocks
+the server); they are purged from then on like any other. A process of the old version still
+running during the upgrade may finish jobs without indexing them: those stay until purged by
+hand (``parallel-scheduler purge`` goes through the same indexes, so delete them with the old
+tools, or run ``setup`` again after resetting ``version`` to 1).
 """
 
 from __future__ import annotations
@@ -65,11 +68,7 @@ class RedisRetention:
         return int(self._run("purge_finished", keys, args))
 
     def _index_finished_jobs(self) -> None:
-        """Index, once, finished jobs stored before the finished indexes existed (see above)."""
-        done_key = self._key("finished_indexed")
-        with self._talking() as client:
-            if client.exists(done_key):
-                return
+        """Index finished jobs stored before the finished indexes existed (see above)."""
         for state in PURGEABLE_STATES:
             keys = [self._state_key(state), self._finished_key(state)]
             first = 0
@@ -80,5 +79,3 @@ class RedisRetention:
                 first += seen
                 if seen < BACKFILL_SLICE:
                     break
-        with self._talking() as client:
-            client.set(done_key, 1)

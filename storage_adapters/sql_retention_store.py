@@ -19,9 +19,14 @@ from .sql_statements import state_is
 __all__ = ["SQLRetentionStore", "purge_statement"]
 
 
-def purge_statement(jobs: sa.Table, state: JobState) -> sa.Delete:
+def purge_statement(jobs: sa.Table, state: JobState, dialect: str) -> sa.Delete:
     """Delete at most ``:limit`` jobs of ``state`` whose ``updated_at`` is before ``:older_than``,
-    oldest first. The state is a literal (see ``sql_statements``) so the index matches it."""
+    oldest first. The state is a literal (see ``sql_statements``) so the index matches it.
+
+    On PostgreSQL the ids travel as an array (``id = ANY(ARRAY(SELECT …))``): the batch is read
+    first and each row is then reached by its primary key, where ``IN (SELECT …)`` lets the
+    planner hash-join the batch against a scan of every job of that state.
+    """
     oldest = (
         sa.select(jobs.c.id)
         .where(state_is(jobs.c.state, state), jobs.c.updated_at < sa.bindparam("older_than"))
@@ -30,7 +35,12 @@ def purge_statement(jobs: sa.Table, state: JobState) -> sa.Delete:
     )
     # the state is checked again outside: a row cannot leave a terminal state, but the guard is
     # free and keeps the statement right on its own
-    return sa.delete(jobs).where(jobs.c.id.in_(oldest), state_is(jobs.c.state, state))
+    batch = (
+        jobs.c.id == sa.any_(sa.func.array(oldest.scalar_subquery()))
+        if dialect == "postgresql"
+        else jobs.c.id.in_(oldest)
+    )
+    return sa.delete(jobs).where(batch, state_is(jobs.c.state, state))
 
 
 class SQLRetentionStore(SQLPlumbing):
@@ -48,7 +58,7 @@ class SQLRetentionStore(SQLPlumbing):
             if left <= 0:
                 break
             params = {"older_than": cutoff, "limit": left}
-            count = self._changed(purge_statement(jobs, state), params)
+            count = self._changed(purge_statement(jobs, state, self._dialect.name), params)
             deleted += count
             left -= count
         return deleted

@@ -1,8 +1,9 @@
 """The ``Storage`` contract in SQLAlchemy Core, shared by the PostgreSQL and SQLite adapters.
 
 This module holds the administration, jobs, release and lock families; the recurring-jobs family
-is ``sql_recurring_store.py``, and the plumbing under both (connections, transactions in
-autocommit mode, driver errors as the contract's errors) is ``sql_plumbing.py``.
+is ``sql_recurring_store.py``, retention ``sql_retention_store.py``, and the plumbing under them
+(connections, transactions in autocommit mode, driver errors as the contract's errors) is
+``sql_plumbing.py``.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from .sql_instance_store import SQLInstanceStore
 from .sql_job_rows import claimed_job, job_record
 from .sql_plumbing import ADD_JOBS_PAGE_SIZE
 from .sql_recurring_store import SQLRecurringStore
+from .sql_retention_store import SQLRetentionStore
 from .sql_tables import migrate
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
 
-class SQLStorage(SQLRecurringStore, SQLInstanceStore):
+class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
     Subclasses only build the engine and describe their ``Dialect``; every behaviour is here and

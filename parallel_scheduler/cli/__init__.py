@@ -6,8 +6,9 @@ app's configuration (``run --app``), then defaults (see ``settings.py``). Every 
 nothing is half-written. Every command names the store it opened on stderr.
 
 One module per group of commands: ``jobs`` (schedule, show, reschedule, list, cancel),
-``status``, ``recurring``, ``running`` (run, setup, demo, profile); ``options`` holds the argument
-types and the settings options, ``opening`` how a store is opened, ``render`` how rows are shown.
+``status``, ``recurring``, ``running`` (run, setup, demo, profile), ``purge``; ``options`` holds
+the argument types and the settings options, ``opening`` how a store is opened, ``render`` how
+rows are shown.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from storage_adapters import mask_url
 from .. import __version__
 from ..errors import ParallelSchedulerError
 from ..settings import SETTING_KINDS
-from . import jobs, recurring, running, status
+from . import jobs, purge, recurring, running, status
 from .options import GLOBAL_SETTINGS, add_setting_options
 from .status import status_report
 
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_commands(commands)
     status.add_commands(commands)
     recurring.add_commands(commands)
+    purge.add_commands(commands)
     return parser
 
 

@@ -1,5 +1,5 @@
 -- SCHEDULED -> CANCELLED.
--- KEYS: 1 schedule, 2 cancelled-state index
+-- KEYS: 1 schedule, 2 cancelled-state index, 3 cancelled finished index (by finish time)
 -- ARGV: 1 job key prefix, 2 job id
 -- Returns 1 if cancelled, 0 if the job is missing or not scheduled.
 local key = ARGV[1] .. ARGV[2]
@@ -7,7 +7,9 @@ local job = redis.call('HMGET', key, 'state', 'due_at')
 if job[1] ~= 'scheduled' then
   return 0
 end
-redis.call('HSET', key, 'state', 'cancelled', 'updated_at', fmt(now()))
+local at = fmt(now())
+redis.call('HSET', key, 'state', 'cancelled', 'updated_at', at)
 redis.call('ZREM', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], job[2], ARGV[2])
+redis.call('ZADD', KEYS[3], at, ARGV[2])
 return 1

@@ -5,7 +5,8 @@
 -- The envelope format's reference is parallel_scheduler/envelopes.py (encode_envelope and
 -- decode_envelope, the Python side's only reader and writer); a script cannot call Python, so
 -- this one splits the envelope itself, at its first newline, exactly as decode_envelope does.
--- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index, 5 enqueued-state index
+-- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index, 5 enqueued-state index,
+--       6 enqueued finished index (by finish time, which retention purges from)
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit,
 --       6 the broker's database number, 7 this storage's database number
 -- Returns {moved, rows...}: the first `moved` rows went to the broker, the rest are claims;
@@ -75,7 +76,7 @@ end
 
 -- Moved rows carry no payload (the caller only reports them); claimed rows carry everything.
 local moved, claimed = {}, {}
-local enqueued_index, leases, claimed_index = {}, {}, {}
+local enqueued_index, finished_index, leases, claimed_index = {}, {}, {}, {}
 for n = 1, #job_ids do
   local id = job_ids[n]
   local key = ARGV[1] .. id
@@ -87,6 +88,7 @@ for n = 1, #job_ids do
     moved[m + 1], moved[m + 2], moved[m + 3] = id, tasks[n], ''
     moved[m + 4], moved[m + 5], moved[m + 6] = dues[n], attempts[n], ''
     add_member(enqueued_index, dues[n], id)
+    add_member(finished_index, stamp, id)
   else
     redis.call('HSET', key, 'state', 'claimed', 'attempts', attempts[n],
       'claim_token', ARGV[3], 'lease_until', lease_until, 'updated_at', stamp)
@@ -100,6 +102,7 @@ for n = 1, #job_ids do
 end
 call_in_slices('ZREM', KEYS[2], ids)
 call_in_slices('ZADD', KEYS[5], enqueued_index)
+call_in_slices('ZADD', KEYS[6], finished_index)
 call_in_slices('ZADD', KEYS[3], leases)
 call_in_slices('ZADD', KEYS[4], claimed_index)
 

@@ -40,6 +40,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "fallback_to_celery": ("true", True),
     "metrics_port": ("0", 0),
     "metrics_host": ("localhost", "localhost"),
+    "retention": ("3600", 3600.0),
     "heartbeat_interval": ("2.5", 2.5),
 }
 KINDS = {kind.name: kind for kind in SETTING_KINDS}

@@ -11,6 +11,7 @@ from storage_adapters import (
     LockStore,
     RecurringStore,
     ReleaseStore,
+    RetentionStore,
     Storage,
     StorageAdmin,
 )
@@ -21,6 +22,7 @@ FAMILIES: list[type] = [
     ReleaseStore,
     LockStore,
     RecurringStore,
+    RetentionStore,
     InstanceStore,
 ]
 

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import parallel_scheduler.celery
 import storage_adapters
 from parallel_scheduler import JobState
 from storage_adapters import Storage
+from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
@@ -60,12 +60,9 @@ class Cluster:
 
     def start_worker(self, *extra: str, queue: str | None = None) -> subprocess.Popen[bytes]:
         name = f"w{len(self.workers)}-{self.queue}"
-        command = [
-            sys.executable, "-m", "celery", "-A", "tests.celery_integration.plugin_celery_app",
-            "worker",
-            "-Q", queue or self.queue, "-c", "2", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "--loglevel=INFO", f"--hostname={name}@%h", *extra,
-        ]  # fmt: skip
+        command = worker_command(
+            "tests.celery_integration.plugin_celery_app", queue or self.queue, name, *extra
+        )
         log = (self.tmp_path / f"{name}.log").open("wb")
         process = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT

@@ -12,21 +12,15 @@ import time
 from typing import Any
 
 import redis
-from celery import Celery
 from celery.signals import worker_ready
+
+from tests.celery_apps import worker_app
 
 BROKER_URL = os.environ.get("PS_E2E_BROKER_URL", "redis://127.0.0.1:6379/0")
 RECORD_URL = os.environ.get("PS_E2E_RECORD_URL", "redis://127.0.0.1:6379/0")
 RECORD_KEY = os.environ.get("PS_E2E_RECORD_KEY", "ps-e2e:executed")
 
-app = Celery("e2e", broker=BROKER_URL)
-app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    task_ignore_result=True,
-    broker_connection_retry_on_startup=True,
-    worker_prefetch_multiplier=16,
-)
+app = worker_app("e2e", BROKER_URL, worker_prefetch_multiplier=16)
 _records = redis.Redis.from_url(RECORD_URL)
 
 

@@ -13,21 +13,18 @@ import time
 from typing import Any
 
 import redis
-from celery import Celery
 from celery.signals import worker_ready
 
 from parallel_scheduler.celery import IdempotentTask
+from tests.celery_apps import worker_app
 
 BROKER_URL = os.environ.get("PS_IDEM_BROKER_URL", "redis://127.0.0.1:6379/0")
 KEY = os.environ.get("PS_IDEM_KEY", "ps-idem")
 
-app = Celery("idempotent", broker=BROKER_URL)
-app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    task_ignore_result=True,
+app = worker_app(
+    "idempotent",
+    BROKER_URL,
     task_default_queue=os.environ.get("PS_IDEM_QUEUE", "ps-idem"),
-    broker_connection_retry_on_startup=True,
     # The records live in the storage Redis, as they would for a user with a Redis storage.
     parallel_scheduler_storage_url=BROKER_URL,
     parallel_scheduler_idempotency_prefix=os.environ.get("PS_IDEM_PREFIX", "ps:idempotent"),

@@ -14,23 +14,20 @@ from datetime import timedelta
 from typing import Any
 
 import redis
-from celery import Celery
 from celery.signals import worker_ready
 
 import parallel_scheduler.celery
+from tests.celery_apps import worker_app
 
 BROKER_URL = os.environ.get("PS_BROKER_URL", "redis://127.0.0.1:6379/0")
 RECORD_URL = os.environ.get("PS_RECORD_URL", "redis://127.0.0.1:6379/0")
 RECORD_KEY = os.environ.get("PS_RECORD_KEY", "ps-plugin:executed")
 QUEUE = os.environ.get("PS_QUEUE", "ps-plugin")
 
-app = Celery("plugin", broker=BROKER_URL)
-app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    task_ignore_result=True,
+app = worker_app(
+    "plugin",
+    BROKER_URL,
     task_default_queue=QUEUE,
-    broker_connection_retry_on_startup=True,
     parallel_scheduler_eta_threshold=float(os.environ.get("PS_ETA_THRESHOLD", "1")),
     parallel_scheduler_poll_interval=0.1,
 )

@@ -10,10 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -21,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis
@@ -29,6 +27,7 @@ from amqp.exceptions import NotFound
 from celery import Celery
 from kombu import Connection
 
+from benchmarks.harness.processes import stop_process
 from parallel_scheduler import CeleryDispatcher, JobSpec
 from parallel_scheduler.celery.integration import CeleryIntegration
 from parallel_scheduler.celery.publish.amqp import AmqpPublisher
@@ -36,8 +35,9 @@ from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
 from parallel_scheduler.errors import ConfigurationError, LeaseLost
 from storage_adapters import ClaimedJob
+from tests.celery_apps import worker_command
 from tests.celery_integration.celery_cluster import Cluster
-from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
+from tests.conftest import RABBITMQ_URL, REDIS_URL, made_by, require_server
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,12 +138,10 @@ class Worker:
             PS_E2E_RECORD_URL=REDIS_URL,
             PS_E2E_RECORD_KEY=self.key,
         )
-        command = [
-            sys.executable, "-m", "celery", "-A", "tests.celery_integration.e2e_celery_app",
-            "worker",
-            "-Q", ",".join(queues), "-c", "2", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "--loglevel=WARNING", f"--hostname=amqp-{run}@%h",
-        ]  # fmt: skip
+        command = worker_command(
+            "tests.celery_integration.e2e_celery_app", ",".join(queues), f"amqp-{run}",
+            loglevel="WARNING",
+        )  # fmt: skip
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
@@ -158,43 +156,34 @@ class Worker:
         return [json.loads(raw) for raw in self.records.lrange(self.key, 0, -1)]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process, timeout=30)
         self.records.delete(self.key, self.key + ":ready")
 
 
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     require_server("redis")
-    started: list[Worker] = []
-
-    def start(*queues: str) -> Worker:
-        worker = Worker(tmp_path, queues)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
+    yield from made_by(lambda *queues: Worker(tmp_path, queues), Worker.stop)
 
 
 @pytest.fixture
 def publishers() -> Iterator[Callable[..., AmqpPublisher]]:
-    made: list[AmqpPublisher] = []
+    yield from made_by(AmqpPublisher, AmqpPublisher.close)
 
-    def make(app: Celery, **kwargs: Any) -> AmqpPublisher:
-        publisher = AmqpPublisher(app, **kwargs)
-        made.append(publisher)
-        return publisher
 
-    yield make
-    for publisher in made:
-        publisher.close()
+class Lane(NamedTuple):
+    """A queue of the test's own, a publisher whose app routes there by default, and the broker
+    to look at it with."""
+
+    queue: str
+    publisher: AmqpPublisher
+    broker: Broker
+
+
+@pytest.fixture
+def lane(broker: Broker, publishers: Callable[..., AmqpPublisher]) -> Lane:
+    queue = broker.queue()
+    return Lane(queue, publishers(make_app(queue)), broker)
 
 
 # -- a real worker executes what the fast path publishes -----------------------------------------
@@ -204,11 +193,10 @@ def publishers() -> Iterator[Callable[..., AmqpPublisher]]:
 @pytest.mark.rabbitmq
 @pytest.mark.redis
 def test_a_real_worker_runs_every_fast_path_message_once(
-    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
+    start_worker: Callable[..., Worker], lane: Lane
 ) -> None:
     # Given 500 jobs released through the fast path in chunks of 100
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+    queue, publisher, broker = lane
     released = jobs(queue, 500, f"once-{broker.run}")
     for first in range(0, len(released), 100):
         publisher.dispatch_many(released[first : first + 100])
@@ -269,12 +257,9 @@ def test_routing_to_a_non_default_queue_keeps_priority(
 @pytest.mark.celery
 @pytest.mark.rabbitmq
 @pytest.mark.redis
-def test_an_expired_job_is_never_executed(
-    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
-) -> None:
+def test_an_expired_job_is_never_executed(start_worker: Callable[..., Worker], lane: Lane) -> None:
     # Given one chunk: a job that expired a second ago, then a job that expires in five minutes
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+    queue, publisher, broker = lane
     now = time.time()
     expired, live = claims(
         [
@@ -297,11 +282,8 @@ def test_an_expired_job_is_never_executed(
     assert [run["id"] for run in worker.executions()] == [live.id]
 
 
-def test_the_expiry_travels_as_celerys_header_and_message_ttl(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+def test_the_expiry_travels_as_celerys_header_and_message_ttl(lane: Lane) -> None:
+    queue, publisher, broker = lane
     expires = time.time() + 120
     (job,) = claims(
         [JobSpec(TASK, args=[1], options={"queue": queue, "expires": expires}, id="exp-1")]
@@ -421,11 +403,8 @@ def test_a_connection_lost_before_the_commit_delivers_nothing(
 
 
 @pytest.mark.rabbitmq
-def test_a_connection_closed_while_idle_is_replaced(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+def test_a_connection_closed_while_idle_is_replaced(lane: Lane) -> None:
+    queue, publisher, broker = lane
     publisher.dispatch_many(jobs(queue, 1, "first"))
     (link,) = publisher._pool.idle
     link.connection.transport.sock.shutdown(socket.SHUT_RDWR)
@@ -435,11 +414,8 @@ def test_a_connection_closed_while_idle_is_replaced(
 
 
 @pytest.mark.rabbitmq
-def test_a_lost_lease_stops_the_chunk_with_nothing_published(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+def test_a_lost_lease_stops_the_chunk_with_nothing_published(lane: Lane) -> None:
+    queue, publisher, broker = lane
     asked: list[int] = []
 
     def lease_gone() -> bool:
@@ -471,12 +447,9 @@ def test_an_unreachable_broker_fails_the_chunk_without_showing_the_password() ->
 
 
 @pytest.mark.rabbitmq
-def test_a_queue_deleted_after_its_declaration_is_declared_again(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
+def test_a_queue_deleted_after_its_declaration_is_declared_again(lane: Lane) -> None:
     # Given a publisher that declared its queue once, and the queue deleted behind its back
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+    queue, publisher, broker = lane
     publisher.dispatch_many(jobs(queue, 3, "before"))
     broker.delete(queue)
     # When it publishes to that queue again (mandatory: the broker returns what it cannot route)
@@ -486,11 +459,8 @@ def test_a_queue_deleted_after_its_declaration_is_declared_again(
 
 
 @pytest.mark.rabbitmq
-def test_concurrent_chunks_use_connections_of_their_own(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+def test_concurrent_chunks_use_connections_of_their_own(lane: Lane) -> None:
+    queue, publisher, broker = lane
     released = jobs(queue, 2000, "threads")
     chunks = [released[i : i + 100] for i in range(0, 2000, 100)]
     errors: list[BaseException] = []
@@ -580,11 +550,8 @@ def test_fast_publish_picks_the_publisher_for_the_broker() -> None:
 
 
 @pytest.mark.rabbitmq
-def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    queue = broker.queue()
-    publisher = publishers(make_app(queue))
+def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(lane: Lane) -> None:
+    queue, publisher, broker = lane
     (job,) = jobs(queue, 1, "large", headers={"x_note": "ü" * 20_000})
     publisher.dispatch(job)
     (message,) = broker.take(queue)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -17,9 +15,11 @@ from typing import Any
 import pytest
 import redis
 
+from benchmarks.harness.processes import stop_process
 from parallel_scheduler import CeleryDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from storage_adapters import Storage
+from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
@@ -39,12 +39,9 @@ def worker(tmp_path: Path) -> Iterator[dict[str, Any]]:
         PS_E2E_RECORD_KEY=f"ps-e2e:{run}:executed",
     )
     queue = f"ps-e2e-{run}"
-    command = [
-        sys.executable, "-m", "celery", "-A", "tests.celery_integration.e2e_celery_app",
-        "worker", "-Q", queue,
-        "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "--loglevel=WARNING", f"--hostname=e2e-{run}@%h",
-    ]  # fmt: skip
+    command = worker_command(
+        "tests.celery_integration.e2e_celery_app", queue, f"e2e-{run}", loglevel="WARNING"
+    )
     log = (tmp_path / "worker.log").open("wb")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     records = redis.Redis.from_url(REDIS_URL)
@@ -54,8 +51,7 @@ def worker(tmp_path: Path) -> Iterator[dict[str, Any]]:
         assert process.poll() is None, (tmp_path / "worker.log").read_text()
         yield {"queue": queue, "key": key, "records": records, "env": env}
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        stop_process(process, timeout=30)
         records.delete(
             key,
             key + ":ready",

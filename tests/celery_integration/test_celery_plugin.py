@@ -9,9 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,20 +18,10 @@ from celery.utils.time import maybe_make_aware
 
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
-from tests.celery_integration.celery_cluster import KINDS, ROOT, Cluster, running
+from tests.celery_integration.celery_cluster import ROOT, Cluster
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
-
-
-@pytest.fixture(params=KINDS)
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from running(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from running("redis", tmp_path)
 
 
 def test_far_calls_run_once_when_due_with_their_routing(cluster: Cluster) -> None:

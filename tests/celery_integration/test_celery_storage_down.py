@@ -10,7 +10,6 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -18,7 +17,7 @@ from celery import Celery
 
 import parallel_scheduler.celery
 from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
-from tests.celery_integration.celery_cluster import Cluster, running
+from tests.celery_integration.celery_cluster import Cluster
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
@@ -111,11 +110,6 @@ def test_schedule_never_falls_back(queue: str) -> None:
     with pytest.raises(StorageUnavailableError):
         app.tasks["plugin.record"].schedule((1,), countdown=600)
     assert redis.Redis.from_url(REDIS_URL).llen(queue) == 0
-
-
-@pytest.fixture
-def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from running("redis", tmp_path)
 
 
 def test_a_retry_with_storage_down_goes_to_celery_rather_than_being_lost(

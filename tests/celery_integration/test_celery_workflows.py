@@ -7,28 +7,16 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from celery import chain, group
 
 from parallel_scheduler import JobState
-from tests.celery_integration.celery_cluster import KINDS, Cluster, running
+from tests.celery_integration.celery_cluster import Cluster
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
-
-
-@pytest.fixture(params=KINDS)
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from running(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def redis_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from running("redis", tmp_path)
 
 
 def state(cluster: Cluster, job_id: str) -> JobState | None:

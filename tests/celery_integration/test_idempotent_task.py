@@ -8,9 +8,7 @@ delivery still runs). A retry, which reuses the task id on purpose, still runs.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -21,8 +19,10 @@ import pytest
 import redis
 from celery import Celery
 
+from benchmarks.harness.processes import stop_process
 from parallel_scheduler.celery import IdempotentTask
 from parallel_scheduler.errors import ConfigurationError
+from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until
 
@@ -45,12 +45,9 @@ class Worker:
             PS_IDEM_QUEUE=self.queue,
             PS_IDEM_PREFIX=self.prefix,
         )
-        command = [
-            sys.executable, "-m", "celery", "-A", "tests.celery_integration.idempotent_celery_app",
-            "worker",
-            "-Q", self.queue, "-c", "2", "--without-gossip", "--without-mingle",
-            "--without-heartbeat", "--loglevel=INFO", f"--hostname=idem-{run}@%h",
-        ]  # fmt: skip
+        command = worker_command(
+            "tests.celery_integration.idempotent_celery_app", self.queue, f"idem-{run}"
+        )
         self.log = tmp_path / "worker.log"
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
@@ -71,13 +68,7 @@ class Worker:
         return [str(item) for item in self.records.lrange(self.key + suffix, 0, -1)]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+        stop_process(self.process, timeout=30)
         suffixes = (":runs", ":skips", ":completed", ":ready")
         self.records.delete(*(self.key + s for s in suffixes), self.queue)
         for stale in self.records.scan_iter(match=self.prefix + ":*"):

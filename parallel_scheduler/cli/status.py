@@ -55,10 +55,11 @@ def status_report(client: Client) -> dict[str, Any]:
     now = read(client, storage.now)
     problems: list[str] = []
     instances: list[InstanceRecord] = []
+    unreadable: list[str] = []  # not in ``problems``: that one is about the next due time
     try:
         instances = read(client, storage.list_instances)
-    except StorageError as exc:  # e.g. a schema from before liveness: the rest still shows
-        problems.append(f"scheduler instances cannot be read: {exc}")
+    except StorageError as exc:  # liveness is one section of status: the rest still shows
+        unreadable.append(f"scheduler instances cannot be read: {exc}")
     holders = {
         "delayed": None if holder is None else holder.owner,
         "recurring": None if recurring_holder is None else recurring_holder.owner,
@@ -74,7 +75,7 @@ def status_report(client: Client) -> dict[str, Any]:
         "recurring_lock_holder": None if recurring_holder is None else recurring_holder.owner,
         "schedulers": scheduler_views(instances, now, interval, holders),
         "settings": client.settings.describe(),
-        "problem": "; ".join(problems) or None,
+        "problem": "; ".join(problems + unreadable) or None,
     }
 
 

@@ -240,3 +240,22 @@ def test_the_beat_scheduler_heartbeats_and_removes_itself(store: Store) -> None:
     finally:
         beat.close()
     assert store.storage.list_instances() == []
+
+
+def test_status_upgrades_a_store_from_before_liveness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a store set up by the release before the instances table, never upgraded
+    from storage_adapters import sql_tables
+
+    url, prefix = f"sqlite:///{tmp_path / 'old.db'}", unique_prefix()
+    old = storage_adapters.from_url(url, prefix=prefix)
+    step = next(m.version for m in sql_tables.MIGRATIONS if "instances" in m.description)
+    with monkeypatch.context() as released:
+        released.setattr(sql_tables, "MIGRATIONS", sql_tables.MIGRATIONS[: step - 1])
+        old.setup()
+    # When status runs on it, then it answers, with no schedulers and nothing flagged
+    report = status(Store(url, prefix, old), capsys)
+    assert (report["schedulers"], report["problem"]) == ([], None)
+    assert old.list_instances() == []  # the table exists now
+    old.close()

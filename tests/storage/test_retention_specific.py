@@ -152,3 +152,22 @@ def test_the_postgresql_purge_walks_the_finished_index(storage: Storage) -> None
             sa.text(f"SELECT min(updated_at) FROM {jobs} WHERE state = 'enqueued'")
         ).scalar()
     assert oldest == 3003.0  # the 1,000 oldest were 3, 6, … 3000
+
+
+@redis_only
+def test_jobs_moved_onto_broker_lists_are_indexed_and_purged(storage: Storage) -> None:
+    assert isinstance(storage, RedisStorage)
+    # Given due jobs with an envelope, moved onto a list on the storage's own database
+    queue = storage._key("q")  # under the prefix: dropped with it
+    now = storage.now()
+    storage.add_jobs([NewJob(f"m{i}", "t", "{}", now - 5, f"{queue}\nmsg{i}") for i in range(4)])
+    lock = storage.acquire_lock("delayed-scheduler", "a", 30)
+    assert lock is not None
+    moved, claimed = storage.release_to_lists(10, lock, 30, storage._db)
+    assert (len(moved), claimed) == (4, [])
+    # Then they are in the enqueued finished index, and a purge deletes every trace of them
+    assert index_sizes(storage)["finished:enqueued"] == 4
+    cutoff = storage.now()
+    wait_until(lambda: storage.now() > cutoff, timeout=5)
+    assert storage.purge_finished([JobState.ENQUEUED], storage.now(), 10) == 4
+    assert set(index_sizes(storage).values()) == {0} and job_hashes(storage) == 0

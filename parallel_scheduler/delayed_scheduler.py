@@ -27,6 +27,7 @@ from .dispatchers import Dispatcher
 from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
+from .log_format import event, pass_event
 from .recorder import record_outcomes
 from .release import ReleaseListener, Releaser
 from .retention import InPassPurge
@@ -129,7 +130,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
 
     def _log(self, stats: PassStats) -> None:
         if stats.purged:
-            logger.info("pass purged %d finished job(s) past retention", stats.purged)
+            logger.info(
+                "pass purged %d finished job(s) past retention",
+                stats.purged,
+                extra=event(purged=stats.purged),
+            )
         if stats.fetched or stats.recovered:
             logger.info(
                 "pass released %d of %d due job(s) (%d batch(es), %d expired, %d failed, "
@@ -141,4 +146,5 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
                 stats.failed,
                 stats.not_claimed,
                 stats.recovered,
+                extra=pass_event(stats.as_dict()),
             )

@@ -21,6 +21,7 @@ from .errors import InvalidJobError
 from .held_lock import HeldLock
 from .limits import check_instant
 from .locked_scheduler import LockedScheduler
+from .log_format import pass_event
 from .recurring_jobs import add_history, firing_id
 from .retrying import call_storage
 from .settings import Settings
@@ -64,7 +65,17 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         if stats.created and self._on_fired is not None:
             self._on_fired()
         if stats.fetched:
-            logger.info("recurring pass: %s", stats.as_dict())
+            logger.info(
+                "recurring pass: fired %d job(s) (%d created, %d existed), %d stale, "
+                "%d missed, %d failed",
+                stats.fired,
+                stats.created,
+                stats.existed,
+                stats.stale,
+                stats.missed,
+                stats.failed,
+                extra=pass_event(stats.as_dict()),
+            )
 
     def _fire(self, record: RecurringRecord, held: HeldLock) -> FireResult:
         """Fire one recurring job; returns its outcome and the firing jobs it accounts for."""

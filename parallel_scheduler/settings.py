@@ -21,6 +21,7 @@ from storage_adapters.urls import InvalidStorageURLError, scheme_of
 
 from .errors import ConfigurationError
 from .limits import MAX_INTERVAL
+from .log_format import LOG_FORMATS
 
 __all__ = [
     "CELERY_PREFIX",
@@ -79,6 +80,10 @@ class Settings:
 
     ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
     ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old.
+
+    ``log_format``: ``plain`` log lines read as prose; ``json`` writes one JSON object per line
+    (time, level, logger, message and the event's fields) for a log pipeline (see
+    ``log_format.py``). The worker bootstep applies it to this package's loggers only.
     """
 
     storage_url: str | None = None
@@ -97,6 +102,7 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     retention: float | None = 7 * 86400.0
     heartbeat_interval: float = 5.0
+    log_format: Literal["plain", "json"] = "plain"
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -121,6 +127,10 @@ class Settings:
                 raise ConfigurationError(
                     f"{name} must be true or false, not {getattr(self, name)!r}"
                 )
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigurationError(
+                f"log_format must be one of {LOG_FORMATS}, not {self.log_format!r}"
+            )
         if self.release_mode not in RELEASE_MODES:
             raise ConfigurationError(
                 f"release_mode must be one of {RELEASE_MODES}, not {self.release_mode!r}"

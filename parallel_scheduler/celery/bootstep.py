@@ -21,7 +21,9 @@ from celery import bootsteps
 from storage_adapters import StorageError, mask_url
 
 from ..errors import ParallelSchedulerError
+from ..log_format import use_json_for_package
 from ..scheduler_service import SchedulerService
+from ..startup import log_start
 from .integration import get_integration
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
@@ -55,9 +57,14 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def start(self, worker: Any) -> None:
         owner = f"{worker.hostname}:{os.getpid()}"
-        self._service = get_integration(worker.app).make_service(owner=owner)
+        integration = get_integration(worker.app)
+        if integration.settings.log_format == "json":
+            # Celery owns the worker's logging: JSON for this package's lines only, on the
+            # stream Celery writes to; Celery's own lines keep their format
+            use_json_for_package()
+        self._service = integration.make_service(owner=owner)
+        log_start(self._service)
         self._service.start()
-        logger.info("parallel-scheduler running in worker %s", owner)
 
     def stop(self, worker: Any) -> None:
         service, self._service = self._service, None

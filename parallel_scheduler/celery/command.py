@@ -11,7 +11,9 @@ from typing import Any
 
 import click
 
+from ..log_format import configure_logging
 from ..one_pass import run_one_pass
+from ..startup import log_start
 from .integration import get_integration
 
 __all__ = ["parallel_scheduler"]
@@ -24,11 +26,14 @@ __all__ = ["parallel_scheduler"]
 @click.pass_context
 def parallel_scheduler(ctx: click.Context, once: bool) -> None:
     """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
-    if not logging.getLogger().handlers:  # Celery sets up logging for workers, not for commands
-        logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s] %(message)s")
     app: Any = ctx.obj.app
-    service = get_integration(app).make_service()
+    integration = get_integration(app)
+    # Celery sets up logging for workers, not for commands: this process logs like
+    # ``parallel-scheduler run`` does, in the format the settings name
+    configure_logging(logging.INFO, integration.settings.log_format)
+    service = integration.make_service()
     try:
+        log_start(service)
         if once:
             ctx.exit(run_one_pass(service))
         service.run()

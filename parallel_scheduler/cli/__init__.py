@@ -23,6 +23,7 @@ from storage_adapters import mask_url
 
 from .. import __version__
 from ..errors import ParallelSchedulerError
+from ..log_format import LOG_FORMATS, configure_logging
 from ..settings import SETTING_KINDS
 from . import jobs, purge, recurring, running, status
 from .options import GLOBAL_SETTINGS, add_setting_options
@@ -31,6 +32,7 @@ from .status import status_report
 __all__ = ["build_parser", "main", "status_report"]
 
 logger = logging.getLogger(__name__)
+_LOG_FORMAT_ENV = next(kind.env_var for kind in SETTING_KINDS if kind.name == "log_format")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,14 +67,17 @@ def _masked(message: str, ns: argparse.Namespace) -> str:
     return message
 
 
+def _log_format(ns: argparse.Namespace) -> str:
+    """``--log-format``, else its environment variable, else plain. A bad value in the
+    environment logs plain here; the command refuses it by name when it loads its settings."""
+    fmt = ns.log_format or os.environ.get(_LOG_FORMAT_ENV, "plain").strip()
+    return fmt if fmt in LOG_FORMATS else "plain"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
-    logging.basicConfig(
-        level=ns.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(ns.log_level, _log_format(ns))
     try:
         return int(ns.handler(ns))
     except ParallelSchedulerError as exc:

@@ -12,9 +12,11 @@ import argparse
 import logging
 from typing import Any
 
+from ..log_format import LOG_FORMATS, configure_logging
 from ..one_pass import run_one_pass
 from ..settings import RELEASE_MODES, SETTING_KINDS
-from .opening import announce_storage, open_client
+from ..startup import log_start
+from .opening import open_client
 from .options import GLOBAL_SETTINGS, add_setting_options, overrides
 
 __all__ = ["add_commands"]
@@ -34,6 +36,9 @@ def add_commands(commands: Any) -> None:
     )
     add_setting_options(
         run, [kind.name for kind in SETTING_KINDS if kind.name not in GLOBAL_SETTINGS]
+    )
+    run.add_argument(  # also after ``run``; left out, the global option's value stands
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
     run.set_defaults(handler=cmd_run)
 
@@ -63,10 +68,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     app = load_app(ns.app) if ns.app else app_for_broker(ns.broker_url)
     integration = CeleryIntegration(app, overrides(ns))
-    announce_storage(integration.settings)
+    # the Celery app's configuration may name a format the command line did not
+    configure_logging(ns.log_level, integration.settings.log_format)
     service = integration.make_service()
     try:
-        logger.info("scheduler %s starting with %s", service.owner, service.settings.describe())
+        log_start(service)  # names the store, the instance and the settings in one line
         if ns.once:
             return run_one_pass(service)
         service.run()

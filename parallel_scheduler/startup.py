@@ -1,0 +1,49 @@
+"""The one line a scheduler process logs as it starts, the same from every entry point
+(``parallel-scheduler run``, ``celery -A proj parallel-scheduler``, the worker bootstep):
+
+``parallel-scheduler 0.1.0 starting: instance host:123:ab12, storage postgresql://u:***@db/x,
+settings prefix=ps max_degree_of_parallelism=10 ...``
+
+so an operator reading a log can tell which process this is (the instance id is its lock owner
+and its liveness record's id in ``status``), which store it works on (password masked), and what
+it was told to do, without a second line to correlate. In JSON the same facts are fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from storage_adapters import DEFAULT_URL, mask_url
+
+from .log_format import event
+
+if TYPE_CHECKING:
+    from .scheduler_service import SchedulerService
+
+__all__ = ["log_start", "start_line_parts"]
+
+logger = logging.getLogger(__name__)
+
+
+def start_line_parts(service: SchedulerService) -> tuple[str, str, dict[str, object]]:
+    """The instance id, the masked storage URL and the other settings, as the line shows them."""
+    settings = service.settings.describe()
+    storage = settings.pop("storage_url", None) or mask_url(DEFAULT_URL)
+    return service.owner, str(storage), settings
+
+
+def log_start(service: SchedulerService) -> None:
+    """Log the start-up line (INFO) for ``service``."""
+    from . import __version__
+
+    instance, storage, settings = start_line_parts(service)
+    shown = " ".join(f"{name}={value}" for name, value in settings.items())
+    logger.info(
+        "parallel-scheduler %s starting: instance %s, storage %s, settings %s",
+        __version__,
+        instance,
+        storage,
+        shown,
+        extra=event(version=__version__, instance=instance, storage=storage, settings=settings),
+    )

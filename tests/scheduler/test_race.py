@@ -15,8 +15,8 @@ from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
 from parallel_scheduler.recurring_jobs import firing_id
 from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
 from parallel_scheduler.triggers import Schedule
-from storage_adapters import JobState, NewJob, NewRecurring
-from tests.conftest import unique_prefix
+from storage_adapters import JobState, NewJob, NewRecurring, Storage
+from tests.conftest import storage_url, unique_prefix
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -48,17 +48,21 @@ def scheduler_process(
     storage.close()
 
 
+def fresh_storage(adapter_kind: str, tmp_path: Path) -> tuple[str, str, Storage]:
+    """A set-up storage under a new prefix, with the URL and prefix the racing processes open."""
+    url = storage_url(adapter_kind, tmp_path)
+    prefix = unique_prefix()
+    storage = storage_adapters.from_url(url, prefix=prefix)
+    storage.setup()
+    return url, prefix, storage
+
+
 @pytest.mark.parametrize("adapter_kind", ["postgresql", "redis"])
 @pytest.mark.parametrize("release_mode", ["per_job", "batch"])
 def test_three_schedulers_dispatch_each_job_exactly_once(
     adapter_kind: str, release_mode: str, tmp_path: Path
 ) -> None:
-    from tests.conftest import storage_url
-
-    url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
+    url, prefix, storage = fresh_storage(adapter_kind, tmp_path)
     try:
         # Given 20,000 jobs that are all due
         now = storage.now()
@@ -120,12 +124,7 @@ def recurring_process(url: str, prefix: str, out: str, stop: Any, started: Any) 
 def test_three_schedulers_fire_each_recurring_tick_exactly_once(
     adapter_kind: str, tmp_path: Path
 ) -> None:
-    from tests.conftest import storage_url
-
-    url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
+    url, prefix, storage = fresh_storage(adapter_kind, tmp_path)
     try:
         # Given 10,000 hourly recurring jobs, all due on the same tick
         tick = (storage.now() // 3600) * 3600

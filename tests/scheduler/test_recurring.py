@@ -131,6 +131,15 @@ def test_pause_resume_trigger_update_remove(storage: Storage) -> None:
     assert client.recurring.get("report") is None
 
 
+def assert_refused(storage: Storage, kwargs: dict[str, Any], message: str) -> None:
+    """Saving an hourly schedule changed by ``kwargs`` raises ``message`` and stores nothing."""
+    call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}
+    call.update(kwargs)
+    with pytest.raises(InvalidJobError, match=message):
+        Client(storage).recurring.save(**call)
+    assert storage.count_recurring() == 0
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -147,11 +156,7 @@ def test_pause_resume_trigger_update_remove(storage: Storage) -> None:
 def test_bad_recurring_input_stores_nothing(
     storage: Storage, kwargs: dict[str, Any], message: str
 ) -> None:
-    call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}
-    call.update(kwargs)
-    with pytest.raises(InvalidJobError, match=message):
-        Client(storage).recurring.save(**call)
-    assert storage.count_recurring() == 0
+    assert_refused(storage, kwargs, message)
 
 
 def test_creating_an_existing_id_is_an_error_unless_upsert(storage: Storage) -> None:
@@ -289,11 +294,7 @@ def test_reschedule_cannot_create_an_id(storage: Storage) -> None:
 def test_schedules_that_cannot_fire_are_refused(
     storage: Storage, kwargs: dict[str, Any], message: str
 ) -> None:
-    call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}
-    call.update(kwargs)
-    with pytest.raises(InvalidJobError, match=message):
-        Client(storage).recurring.save(**call)
-    assert storage.count_recurring() == 0
+    assert_refused(storage, kwargs, message)
 
 
 BAD_ROWS = [

@@ -376,6 +376,12 @@ def _list_db(raw: redis.Redis) -> int:
     return (int(raw.connection_pool.connection_kwargs.get("db") or 0) + 3) % 16
 
 
+def _list_broker(raw: redis.Redis) -> tuple[int, redis.Redis]:
+    """The broker's database beside the store's, and a client of it."""
+    db = _list_db(raw)
+    return db, _broker(raw, db)
+
+
 def _broker(raw: redis.Redis, db: int) -> redis.Redis:
     """A client of database ``db`` on the store's server (a URL's own /db would win over db=)."""
     kwargs = raw.connection_pool.connection_kwargs
@@ -392,8 +398,7 @@ def test_release_to_lists_moves_enveloped_jobs_and_claims_the_rest(
     store: RedisStorage, raw: redis.Redis, prefix: str
 ) -> None:
     # Given due jobs: two with envelopes for two lists, one without, one not yet due
-    db = _list_db(raw)
-    broker = _broker(raw, db)
+    db, broker = _list_broker(raw)
     first, second = f"{prefix}-q1", f"{prefix}-q2"
     now = store.now()
     store.add_jobs(
@@ -436,8 +441,7 @@ def test_release_to_lists_moves_enveloped_jobs_and_claims_the_rest(
 def test_release_to_lists_keeps_due_order_within_a_list(
     store: RedisStorage, raw: redis.Redis, prefix: str
 ) -> None:
-    db = _list_db(raw)
-    broker = _broker(raw, db)
+    db, broker = _list_broker(raw)
     queue = f"{prefix}-q"
     now = store.now()
     store.add_jobs(
@@ -471,8 +475,7 @@ def test_release_to_lists_refuses_a_stale_lease_and_writes_nothing(
 def test_a_list_key_of_another_type_sends_its_jobs_the_claim_way(
     store: RedisStorage, raw: redis.Redis, prefix: str
 ) -> None:
-    db = _list_db(raw)
-    broker = _broker(raw, db)
+    db, broker = _list_broker(raw)
     queue = f"{prefix}-q"
     broker.set(queue, "not a list")
     store.add_jobs([NewJob("a", "t", "{}", store.now() - 1, f"{queue}\nm")])

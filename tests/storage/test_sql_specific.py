@@ -7,9 +7,8 @@ prefix and drops only its own tables.
 from __future__ import annotations
 
 import multiprocessing
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +35,7 @@ from storage_adapters.sql_storage import SQLStorage
 from storage_adapters.sql_tables import MIGRATIONS, build_tables
 from storage_adapters.sqlite import SQLiteStorage
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
+from tests.together import together
 
 LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]
@@ -133,14 +133,7 @@ def test_migrated_schema_matches_the_table_definitions(storage: Storage) -> None
 def test_concurrent_setup_of_a_new_prefix_creates_it_once(fresh: FreshStorage) -> None:
     # Given six storages racing to create the same fresh prefix, each on its own connection
     stores = [fresh() for _ in range(6)]
-    barrier = threading.Barrier(len(stores))
-
-    def set_up(store: Storage) -> None:
-        barrier.wait()
-        store.setup()
-
-    with ThreadPoolExecutor(len(stores)) as pool:
-        list(pool.map(set_up, stores))
+    together(lambda store: store.setup(), stores)
     # Then every migration ran exactly once
     store = sql(stores[0])
     with store._engine.connect() as conn:

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from storage_adapters import (
-    Firing,
-    InvalidIdentifierError,
-    JobState,
-    LockLease,
-    NewJob,
-    NewRecurring,
-    RecordExistsError,
-    RecordNotFoundError,
-    Storage,
-)
+from storage_adapters import Firing, JobState, LockLease, NewJob, NewRecurring, Storage
+from storage_adapters.errors import InvalidIdentifierError, RecordExistsError, RecordNotFoundError
+from tests.together import together
 from tests.waiting import wait_until
 
 LOCK = "recurring-scheduler"
@@ -171,10 +160,8 @@ def test_racing_firings_of_one_version_succeed_once(storage: Storage) -> None:
         storage.save_recurring(recurring(rid, now - 1), "create")
     records = storage.fetch_due_recurring(100)
     lock = take_lock(storage)
-    barrier = threading.Barrier(2)
 
     def fire_all(which: int) -> int:
-        barrier.wait()
         wins = 0
         for record in records:
             tick = now - 1 + which * 1000  # different ticks: only the version can stop the loser
@@ -184,8 +171,7 @@ def test_racing_firings_of_one_version_succeed_once(storage: Storage) -> None:
             wins += result is not None
         return wins
 
-    with ThreadPoolExecutor(2) as pool:
-        wins = list(pool.map(fire_all, range(2)))
+    wins = together(fire_all, range(2))
     assert sum(wins) == len(ids)
     assert sum(storage.count_by_state().values()) == len(ids)
 

@@ -6,10 +6,8 @@ here is interchangeable with every other one.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -23,6 +21,7 @@ from storage_adapters import (
     NewJob,
     Storage,
 )
+from tests.together import together
 from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
@@ -275,14 +274,11 @@ def test_two_claimers_never_claim_the_same_job(storage: Storage) -> None:
     # Given 200 due jobs and two threads released together by a barrier, each claiming every id
     ids = add_due(storage, 200)
     lock = take_lock(storage)
-    barrier = threading.Barrier(2)
 
-    def claim_all() -> list[str]:
-        barrier.wait()
+    def claim_all(_: int) -> list[str]:
         return [c.id for i in ids if (c := storage.claim(i, lock, lease=30)) is not None]
 
-    with ThreadPoolExecutor(2) as pool:
-        first, second = pool.map(lambda _: claim_all(), range(2))
+    first, second = together(claim_all, range(2))
     # Then every job was claimed exactly once in total
     assert not set(first) & set(second)
     assert sorted(first + second) == ids
@@ -324,17 +320,14 @@ def test_an_empty_envelope_is_refused(storage: Storage) -> None:
 def test_concurrent_batch_claims_never_overlap(storage: Storage) -> None:
     ids = add_due(storage, 1000)
     lock = take_lock(storage)
-    barrier = threading.Barrier(3)
 
-    def drain() -> list[str]:
-        barrier.wait()
+    def drain(_: int) -> list[str]:
         got: list[str] = []
         while batch := storage.claim_due(50, lock, lease=30):
             got.extend(c.id for c in batch)
         return got
 
-    with ThreadPoolExecutor(3) as pool:
-        results = list(pool.map(lambda _: drain(), range(3)))
+    results = together(drain, range(3))
     claimed = [i for r in results for i in r]
     assert len(claimed) == len(set(claimed)) == len(ids)
 

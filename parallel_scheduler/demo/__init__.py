@@ -3,10 +3,16 @@
 SQLite storage, a real ``celery worker`` process on kombu's filesystem broker, N jobs scheduled
 through the public API to fall due over a few seconds, released in parallel, executed, and then
 counted: every job must run exactly once, or the demo fails.
+
+While the progress bar is live, log records go through the bar's own console (above the bar,
+never through it) and only from WARNING up: the per-pass INFO lines would scroll the bar away,
+and the summary reports what they would have said, with the settings the run used and the
+publish path its jobs actually took.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import statistics
@@ -15,10 +21,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -28,6 +38,7 @@ from ..celery.publish.send_task import CeleryDispatcher
 from ..client import Client
 from ..delayed_scheduler import DelayedJobScheduler
 from ..jobs import JobSpec
+from ..recorder import NullRecorder
 from ..settings import Settings
 
 __all__ = ["run_demo"]
@@ -50,6 +61,55 @@ class Tally:
     @property
     def released(self) -> int:
         return len(self.lateness)
+
+
+#: How each release path reads in the summary (``recorder.RELEASE_PATHS``).
+PATH_NAMES = {
+    "per_job": "send_task, one claim per job",
+    "batch": "send_task, claimed in batches",
+    "fast_publish": "fast publish, one broker round trip per chunk",
+    "one_script": "one script, storage to broker",
+}
+
+
+class PathTally(NullRecorder):
+    """The release paths the scheduler reported, so the summary shows the path the jobs took,
+    not the one the settings suggest."""
+
+    def __init__(self) -> None:
+        self.paths: Counter[str] = Counter()
+        self._guard = threading.Lock()
+
+    def released(self, path: str, count: int) -> None:
+        if count:
+            with self._guard:
+                self.paths[path] += count
+
+    def describe(self) -> str:
+        return (
+            "; ".join(
+                f"{PATH_NAMES.get(path, path)} ({count:,})"
+                for path, count in self.paths.most_common()
+            )
+            or "none"
+        )
+
+
+@contextmanager
+def _logs_above_the_bar() -> Iterator[None]:
+    """Route every log record through the demo's console from WARNING up (DEBUG too when the
+    root logger was set to DEBUG), then put the handlers back as they were."""
+    root = logging.getLogger()
+    saved, saved_level = root.handlers[:], root.level
+    shown = logging.DEBUG if root.getEffectiveLevel() <= logging.DEBUG else logging.WARNING
+    handler = RichHandler(console=console, level=shown, show_path=False)
+    root.handlers[:] = [handler]
+    root.setLevel(shown)
+    try:
+        yield
+    finally:
+        root.handlers[:] = saved
+        root.setLevel(saved_level)
 
 
 def _start_worker(workdir: Path) -> subprocess.Popen[bytes]:
@@ -99,11 +159,21 @@ def _percentile(values: list[float], q: int) -> float:
 
 
 def _summary(
-    jobs: int, accepted_per_s: float, release_seconds: float, tally: Tally, executed: list[str]
+    jobs: int,
+    accepted_per_s: float,
+    release_seconds: float,
+    tally: Tally,
+    executed: list[str],
+    settings: Settings,
+    paths: PathTally,
 ) -> tuple[Table, int, int]:
     distinct = set(executed)
     lost, duplicated = jobs - len(distinct), len(executed) - len(distinct)
     table = Table("measure", "value", title="parallel-scheduler demo")
+    table.add_row("release mode", settings.release_mode)
+    table.add_row("publish path", paths.describe())
+    table.add_row("parallelism", str(settings.max_degree_of_parallelism))
+    table.add_row("batch size", f"{settings.batch_size:,}", end_section=True)
     table.add_row("jobs", f"{jobs:,}")
     table.add_row("accepted/s", f"{accepted_per_s:,.0f}")
     table.add_row("released/s (first due -> last sent)", f"{tally.released / release_seconds:,.0f}")
@@ -138,7 +208,8 @@ def run_demo(
             release_mode=release_mode,  # type: ignore[arg-type]  # Settings validates it
             poll_interval=0.05,
         )
-        return _run(folder, jobs, spread, settings, timeout)
+        with _logs_above_the_bar():
+            return _run(folder, jobs, spread, settings, timeout)
 
 
 def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: float) -> int:
@@ -148,10 +219,11 @@ def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: fl
     console.print(f"demo: {jobs:,} jobs, SQLite storage and a filesystem broker in {folder}")
     worker = _start_worker(folder)
     client = Client(settings=settings)
-    tally = Tally()
+    tally, paths = Tally(), PathTally()
     scheduler = DelayedJobScheduler(
         client.storage, CeleryDispatcher(make_app(folder)), settings, listeners=[tally.on_released]
     )
+    scheduler.metrics = paths
     runner = threading.Thread(
         target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
     )
@@ -165,7 +237,7 @@ def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: fl
         release_seconds = max(release_seconds - first_due, 1e-3)
         _wait_for(lambda: not any((folder / "broker").iterdir()), 30, "the broker draining")
         table, lost, duplicated = _summary(
-            len(ids), accepted_per_s, release_seconds, tally, executions(folder)
+            len(ids), accepted_per_s, release_seconds, tally, executions(folder), settings, paths
         )
     finally:
         scheduler.close()

@@ -17,7 +17,13 @@ __all__ = ["EXTRA_FOR_DRIVER", "MissingExtraError", "require_driver"]
 
 # Each optional driver module -> the extra that installs it (kombu's Redis transport also needs
 # ``packaging``, which only ``celery[redis]`` brings).
-EXTRA_FOR_DRIVER = {"redis": "redis", "kombu.transport.redis": "redis", "psycopg": "postgresql"}
+EXTRA_FOR_DRIVER = {
+    "redis": "redis",
+    "kombu.transport.redis": "redis",
+    "psycopg": "postgresql",
+    "flask": "dashboard",
+    "waitress": "dashboard",
+}
 
 
 class MissingExtraError(ParallelSchedulerError, ImportError):

@@ -6,9 +6,9 @@ app's configuration (``run --app``), then defaults (see ``settings.py``). Every 
 nothing is half-written. Every command names the store it opened on stderr.
 
 One module per group of commands: ``jobs`` (schedule, show, reschedule, list, cancel),
-``status``, ``recurring``, ``running`` (run, setup, demo, profile), ``purge``; ``options`` holds
-the argument types and the settings options, ``opening`` how a store is opened, ``render`` how
-rows are shown.
+``status``, ``recurring``, ``running`` (run, setup, demo, profile), ``purge``, ``dashboard``;
+``options`` holds the argument types and the settings options, ``opening`` how a store is
+opened, ``render`` how rows are shown.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from storage_adapters import mask_url
 
 from .. import __version__
 from ..errors import ParallelSchedulerError
-from ..log_format import LOG_FORMATS, configure_logging
+from ..log_format import LOG_FORMATS, JsonFormatter, configure_logging, json_in_effect
 from ..settings import SETTING_KINDS
-from . import jobs, purge, recurring, running, status
+from . import dashboard, jobs, purge, recurring, running, status
 from .options import GLOBAL_SETTINGS, add_setting_options
 from .status import status_report
 
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_commands(commands)
     recurring.add_commands(commands)
     purge.add_commands(commands)
+    dashboard.add_commands(commands)
     return parser
 
 
@@ -74,6 +75,15 @@ def _log_format(ns: argparse.Namespace) -> str:
     return fmt if fmt in LOG_FORMATS else "plain"
 
 
+def _error(line: str) -> None:
+    """The command's one error line: as a JSON log record when the logs are JSON (a pipeline
+    reading stderr gets only JSON objects), else as it reads; shown at any ``--log-level``."""
+    if json_in_effect():
+        record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, line, (), None)
+        line = JsonFormatter().format(record)
+    print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -81,15 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(ns.handler(ns))
     except ParallelSchedulerError as exc:
-        print(f"parallel-scheduler: error: {_masked(str(exc), ns)}", file=sys.stderr)
+        _error(f"parallel-scheduler: error: {_masked(str(exc), ns)}")
         return 2
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug, not bad input: one line here, the traceback on DEBUG
         logger.debug("unexpected error", exc_info=True)
-        print(
+        _error(
             f"parallel-scheduler: error: unexpected {type(exc).__name__}: "
-            f"{_masked(str(exc), ns)} (--log-level DEBUG shows where)",
-            file=sys.stderr,
+            f"{_masked(str(exc), ns)} (--log-level DEBUG shows where)"
         )
         return 2

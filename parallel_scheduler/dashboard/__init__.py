@@ -1,0 +1,45 @@
+"""The web dashboard: a Flask (WSGI) application over one store, mountable in any web app.
+
+``create_app`` builds it; ``parallel-scheduler dashboard`` serves it with waitress. Pages are
+rendered on the server (Jinja2, autoescaped) with one small stylesheet: no JavaScript at all, so
+there is no build step and the strict Content-Security-Policy forbids every script. Every URL is
+built with ``url_for``, relative to wherever the app is mounted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from storage_adapters.extras import require_driver
+
+from .security import BasicAuth, TokenAuth, parse_basic_auth
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from ..client import Client
+
+__all__ = ["BasicAuth", "TokenAuth", "create_app", "parse_basic_auth"]
+
+
+def create_app(
+    client: Client | None = None,
+    *,
+    read_only: bool = False,
+    auth: BasicAuth | TokenAuth | None = None,
+    secret_key: str | bytes | None = None,
+    **settings: Any,
+) -> Flask:
+    """The dashboard as a WSGI application.
+
+    ``client``: the store to show; when omitted one is opened from ``settings`` (the same
+    keyword overrides as ``Client``, else the ``PARALLEL_SCHEDULER_*`` environment). ``read_only``
+    hides every action and refuses every POST (403). ``auth`` requires HTTP basic auth or a
+    bearer token on every request (401 without). ``secret_key`` signs the session cookie that
+    carries the CSRF token; without it a random key is drawn per process, so sessions do not
+    survive a restart (give one when several processes serve the same dashboard).
+    """
+    require_driver("flask", "the web dashboard")
+    from .app import build_app
+
+    return build_app(client, read_only=read_only, auth=auth, secret_key=secret_key, **settings)

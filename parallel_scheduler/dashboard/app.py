@@ -1,0 +1,155 @@
+"""Building the Flask application: configuration, the security checks every request passes
+(auth, read-only, CSRF, headers), the error pages, and the views of ``pages_*``.
+
+Order of the checks on a request: auth (401), then for a POST read-only (403) and the CSRF
+token (400). Bad input anywhere is a 400 page naming the problem; storage that cannot be reached
+is a 503 page; nothing a person types can produce a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from flask import Flask, Response, abort, g, render_template, request, session
+from werkzeug.exceptions import HTTPException
+
+from storage_adapters import InvalidArgumentError, InvalidIdentifierError, StorageError
+
+from ..client import Client
+from ..errors import InvalidJobError
+from . import display, pages_jobs, pages_overview, pages_recurring
+from .context import Dashboard, dashboard, viewer_zone
+from .inputs import BadInput, parse_zone, zone_names
+from .security import SECURITY_HEADERS, BasicAuth, TokenAuth, authenticate, csrf_ok, new_csrf_token
+
+__all__ = ["build_app"]
+
+logger = logging.getLogger(__name__)
+#: How long a page waits for an unreachable store before saying so.
+PAGE_RETRY_SECONDS = 3.0
+
+
+def _authenticate() -> Response | None:
+    who = authenticate(dashboard().auth, request.headers.get("Authorization", ""))
+    if who is None:
+        response = Response("authentication required\n", 401, mimetype="text/plain")
+        response.headers["WWW-Authenticate"] = 'Basic realm="parallel-scheduler", charset="UTF-8"'
+        return response
+    g.who = f"{who}@{request.remote_addr or '-'}"
+    return None
+
+
+def _check_post() -> None:
+    if request.method != "POST":
+        return
+    if dashboard().read_only:
+        abort(403, "the dashboard is read-only: no action is allowed")
+    if not csrf_ok(session.get("csrf"), request.form.get("csrf_token")):
+        abort(400, "missing or wrong CSRF token: reload the page and try again")
+
+
+def _remember_zone() -> None:
+    if "tz" in request.args:
+        zone = parse_zone(request.args)
+        if zone is None:
+            session.pop("tz", None)
+        else:
+            session["tz"] = zone.key
+
+
+def _before() -> Response | None:
+    refused = _authenticate()
+    if refused is not None:
+        return refused
+    if "csrf" not in session:
+        session["csrf"] = new_csrf_token()
+    _check_post()
+    _remember_zone()
+    return None
+
+
+def _headers(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _error_page(status: int, title: str, message: str) -> tuple[str, int]:
+    return render_template("message.html", title=title, message=message, status=status), status
+
+
+def _install_errors(app: Flask) -> None:
+    @app.errorhandler(BadInput)
+    @app.errorhandler(InvalidJobError)
+    def bad_input(exc: Exception) -> tuple[str, int]:
+        return _error_page(400, "Bad input", str(exc))
+
+    @app.errorhandler(InvalidArgumentError)
+    @app.errorhandler(InvalidIdentifierError)
+    def refused_by_storage(exc: StorageError) -> tuple[str, int]:
+        return _error_page(400, "Bad input", str(exc))
+
+    @app.errorhandler(StorageError)
+    def storage_down(exc: StorageError) -> tuple[str, int]:
+        logger.warning("dashboard: storage error: %s", exc)
+        return _error_page(503, "Storage unavailable", str(exc))
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Any:
+        if exc.code in (301, 302, 303, 307, 308):
+            return exc
+        return _error_page(exc.code or 500, exc.name, exc.description or exc.name)
+
+
+def _context() -> dict[str, Any]:
+    board = dashboard()
+    zone = viewer_zone()
+    return {
+        "read_only": board.read_only,
+        "csrf_token": session.get("csrf", ""),
+        "zone": zone,
+        "zone_name": getattr(zone, "key", "UTC"),
+        "zone_names": zone_names(),
+        "who": g.get("who", ""),
+    }
+
+
+def build_app(
+    client: Client | None,
+    *,
+    read_only: bool,
+    auth: BasicAuth | TokenAuth | None,
+    secret_key: str | bytes | None,
+    **settings: Any,
+) -> Flask:
+    if auth is not None and not isinstance(auth, (BasicAuth, TokenAuth)):
+        raise InvalidJobError("auth must be a BasicAuth or a TokenAuth")
+    if client is None:
+        client = Client(retry_for=PAGE_RETRY_SECONDS, **settings)
+        client.setup()
+    elif settings:
+        raise InvalidJobError("pass either a client or settings, not both")
+    app = Flask(__name__)
+    app.secret_key = secret_key or secrets.token_bytes(32)
+    app.config.update(
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        SESSION_COOKIE_NAME="parallel_scheduler_dashboard",
+        MAX_CONTENT_LENGTH=1024 * 1024,
+        MAX_FORM_PARTS=200,
+    )
+    app.jinja_env.autoescape = True  # every template, whatever its file name
+    app.jinja_env.filters.update(
+        utc=display.utc, in_zone=display.in_zone, pretty=display.pretty, duration=display.duration
+    )
+    app.extensions["parallel_scheduler"] = Dashboard(client, read_only, auth)
+    app.before_request(_before)
+    app.after_request(_headers)
+    app.context_processor(_context)
+    _install_errors(app)
+    pages_overview.register(app)
+    pages_jobs.register(app)
+    pages_recurring.register(app)
+    return app

@@ -1,0 +1,157 @@
+"""Finding jobs for the pages: the filters of the Jobs page and keyset paging through storage.
+
+Storage serves state, task and due-time range from an index (``list_jobs_page``, ordered by
+``(due_at, id)``, never OFFSET). Two filters are not in any index: the queue (inside the
+payload's options) and "has a last error". For those the page is filtered here, fetching more
+pages until it is full or ``SCAN_BOUND`` rows were read; the page then says how many rows it
+read, and its "next" link continues after the last row *read*, so nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from storage_adapters import JobQuery, JobRecord, JobState, Storage
+from storage_adapters.browse import MAX_PAGE
+
+from ..retrying import call_storage
+
+__all__ = ["SCAN_BOUND", "JobFilter", "Page", "count_upto", "fetch_page", "matching"]
+
+#: Rows read at most for one page when the queue or error filter is on.
+SCAN_BOUND = 5_000
+#: Rows asked of storage at once while scanning.
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    state: JobState | None = None
+    task: str | None = None
+    queue: str | None = None
+    has_error: bool = False
+    due_from: float | None = None
+    due_to: float | None = None
+
+    @property
+    def scans(self) -> bool:
+        """Whether rows are filtered here (not by an index), so a page may read many rows."""
+        return self.queue is not None or self.has_error
+
+    def query(self, after: tuple[float, str] | None = None) -> JobQuery:
+        return JobQuery(
+            state=self.state,
+            task=self.task,
+            due_from=self.due_from,
+            due_to=self.due_to,
+            after=after,
+        )
+
+    def keeps(self, record: JobRecord) -> bool:
+        if self.has_error and not record.last_error:
+            return False
+        return self.queue is None or queue_of(record) == self.queue
+
+
+def queue_of(record: JobRecord) -> str | None:
+    """The job's queue option, ``None`` when it has none or its payload cannot be read."""
+    try:
+        options = json.loads(record.payload).get("options", {})
+    except (ValueError, AttributeError):
+        return None
+    queue = options.get("queue") if isinstance(options, dict) else None
+    return queue if isinstance(queue, str) else None
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[JobRecord]
+    #: ``(due_at, id)`` to continue from, ``None`` on the last page
+    next_after: tuple[float, str] | None
+    scanned: int
+    #: the scan stopped at ``SCAN_BOUND`` rows before the page was full
+    bounded: bool
+
+
+def _read(retry_for: float, fn: Callable[[], Any]) -> Any:
+    return call_storage(fn, give_up_after=retry_for)
+
+
+def _batches(
+    storage: Storage, query: JobQuery, size: int, retry_for: float
+) -> Iterator[list[JobRecord]]:
+    """Pages of ``query`` from storage, each continuing after the previous one's last row."""
+    while True:
+        batch: list[JobRecord] = _read(retry_for, partial(storage.list_jobs_page, query, size))
+        if not batch:
+            return
+        yield batch
+        if len(batch) < size:
+            return
+        query = replace(query, after=(batch[-1].due_at, batch[-1].id))
+
+
+def fetch_page(
+    storage: Storage,
+    jobs: JobFilter,
+    after: tuple[float, str] | None,
+    limit: int,
+    retry_for: float,
+    scan_bound: int = SCAN_BOUND,
+) -> Page:
+    """One page of at most ``limit`` matching rows after ``after``."""
+    if not jobs.scans:
+        rows = _read(retry_for, lambda: storage.list_jobs_page(jobs.query(after), limit + 1))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = (rows[-1].due_at, rows[-1].id) if more and rows else None
+        return Page(rows, last, len(rows), False)
+    kept: list[JobRecord] = []
+    scanned = 0
+    last_read: tuple[float, str] | None = None
+    exhausted = True
+    for batch in _batches(storage, jobs.query(after), _BATCH, retry_for):
+        for record in batch:
+            scanned += 1
+            last_read = (record.due_at, record.id)
+            if jobs.keeps(record):
+                kept.append(record)
+            if len(kept) == limit or scanned >= scan_bound:
+                exhausted = False
+                break
+        if not exhausted:
+            break
+    bounded = not exhausted and len(kept) < limit
+    return Page(kept, None if exhausted else last_read, scanned, bounded)
+
+
+def matching(
+    storage: Storage, jobs: JobFilter, bound: int, retry_for: float, scan_bound: int
+) -> tuple[list[JobRecord], bool]:
+    """Up to ``bound`` matching rows from the start, and whether more may exist (the bound or
+    the scan bound was reached)."""
+    kept: list[JobRecord] = []
+    scanned = 0
+    for batch in _batches(storage, jobs.query(), _BATCH, retry_for):
+        for record in batch:
+            scanned += 1
+            if jobs.keeps(record):
+                kept.append(record)
+            if len(kept) >= bound or scanned >= scan_bound:
+                return kept, True
+    return kept, False
+
+
+def count_upto(storage: Storage, query: JobQuery, bound: int, retry_for: float) -> int:
+    """How many rows ``query`` matches, counting no further than ``bound`` (bounded reads of at
+    most ``MAX_PAGE`` rows each)."""
+    counted = 0
+    for batch in _batches(storage, query, min(bound, MAX_PAGE), retry_for):
+        counted += len(batch)
+        if counted >= bound:
+            return bound
+    return counted

@@ -1,0 +1,48 @@
+"""What every action form shares: the confirmation tick box, and the filters of the Jobs page
+read from a query string or a form (the bulk cancel posts the filters it previewed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .browse import JobFilter
+from .context import viewer_zone
+from .inputs import BadInput, parse_instant, parse_state, parse_task, parse_text
+
+__all__ = ["filter_args", "read_filter", "require_confirmation"]
+
+FILTER_FIELDS = ("state", "task", "queue", "error", "due_from", "due_to")
+
+
+def require_confirmation(form: Mapping[str, str]) -> None:
+    if form.get("confirm") != "yes":
+        raise BadInput("the action was not confirmed: tick the confirmation box and submit again")
+
+
+def read_filter(values: Mapping[str, str], default_state: str | None = "scheduled") -> JobFilter:
+    """The Jobs page filters. ``state`` defaults to scheduled (the indexed, common view);
+    ``state=any`` lists every state."""
+    shown = dict(values)
+    if "state" not in shown and default_state is not None:
+        shown["state"] = default_state
+    zone = viewer_zone()
+    error = parse_text(values, "error", 5)
+    if error not in (None, "1", "0"):
+        raise BadInput(f"error must be 1 or 0, not {error!r}")
+    due_from = parse_instant(values, "due_from", zone)
+    due_to = parse_instant(values, "due_to", zone)
+    if due_from is not None and due_to is not None and due_from > due_to:
+        raise BadInput("due_from is after due_to: the range is empty")
+    return JobFilter(
+        state=parse_state(shown),
+        task=parse_task(values),
+        queue=parse_text(values, "queue", 255),
+        has_error=error == "1",
+        due_from=due_from,
+        due_to=due_to,
+    )
+
+
+def filter_args(values: Mapping[str, str]) -> dict[str, str]:
+    """The filter fields as given (to carry into links and hidden form fields)."""
+    return {name: values[name] for name in FILTER_FIELDS if values.get(name)}

@@ -1,0 +1,173 @@
+"""Reading what a person typed into a form or a URL: every value is checked here and a bad one
+raises ``BadInput`` naming the field and the problem, which the app shows as a 400 page. No
+query parameter or form field can reach storage unchecked, and none can cause a 500.
+"""
+
+from __future__ import annotations
+
+import math
+import zoneinfo
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from functools import lru_cache
+
+from storage_adapters import JobState
+from storage_adapters.errors import InvalidIdentifierError
+from storage_adapters.records import MAX_TASK_NAME_LENGTH, validate_job_id
+
+from ..errors import ParallelSchedulerError
+from ..limits import in_range
+
+__all__ = [
+    "BadInput",
+    "cursor_text",
+    "parse_cursor",
+    "parse_instant",
+    "parse_int",
+    "parse_job_id",
+    "parse_seconds",
+    "parse_state",
+    "parse_text",
+    "parse_zone",
+    "zone_names",
+]
+
+MAX_TEXT = 500
+
+
+class BadInput(ParallelSchedulerError):
+    """A form field or query parameter that cannot be used; the message names it."""
+
+
+def _clean(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise BadInput(f"{field} must be text")
+    if len(value) > MAX_TEXT:
+        raise BadInput(f"{field} is {len(value)} characters; the limit is {MAX_TEXT}")
+    if any(not c.isprintable() for c in value):
+        raise BadInput(f"{field} contains a control character")
+    return value.strip()
+
+
+def parse_text(values: Mapping[str, str], field: str, limit: int = MAX_TEXT) -> str | None:
+    """An optional text field: ``None`` when absent or blank."""
+    raw = values.get(field)
+    if raw is None:
+        return None
+    text = _clean(field, raw)
+    if len(text) > limit:
+        raise BadInput(f"{field} is {len(text)} characters; the limit is {limit}")
+    return text or None
+
+
+def parse_task(values: Mapping[str, str]) -> str | None:
+    return parse_text(values, "task", MAX_TASK_NAME_LENGTH)
+
+
+def parse_state(values: Mapping[str, str], field: str = "state") -> JobState | None:
+    text = parse_text(values, field)
+    if text is None or text == "any":
+        return None
+    try:
+        return JobState(text)
+    except ValueError:
+        known = ", ".join(s.value for s in JobState)
+        raise BadInput(f"{field} {text!r} is not a job state; known: any, {known}") from None
+
+
+def parse_job_id(values: Mapping[str, str], field: str = "id") -> str:
+    raw = values.get(field)
+    if raw is None or not isinstance(raw, str) or not raw.strip():
+        raise BadInput(f"{field}: a job id is required")
+    if len(raw) > 1000:
+        raise BadInput(f"{field} is {len(raw)} characters; no job id is that long")
+    try:
+        return validate_job_id(raw.strip())
+    except InvalidIdentifierError as exc:
+        raise BadInput(f"{field}: {exc}") from None
+
+
+@lru_cache(maxsize=1)
+def zone_names() -> tuple[str, ...]:
+    return ("UTC", *sorted(zoneinfo.available_timezones() - {"UTC"}))
+
+
+def parse_zone(values: Mapping[str, str], field: str = "tz") -> zoneinfo.ZoneInfo | None:
+    text = parse_text(values, field, 100)
+    if text is None:
+        return None
+    if text not in zone_names():
+        raise BadInput(f"{field} {text!r} is not a known time zone (for example Europe/Paris)")
+    return zoneinfo.ZoneInfo(text)
+
+
+def parse_instant(
+    values: Mapping[str, str], field: str, zone: zoneinfo.ZoneInfo | timezone
+) -> float | None:
+    """An ISO 8601 date-time (a ``datetime-local`` input's value, or with an offset); without
+    an offset it is read in ``zone``. Must lie inside the valid range of instants."""
+    text = parse_text(values, field, 64)
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"{field} {text!r} is not a date-time; use YYYY-MM-DDTHH:MM[:SS]") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone)
+    try:
+        epoch = moment.timestamp()
+    except (OverflowError, ValueError, OSError):
+        epoch = math.inf
+    if not in_range(epoch):
+        raise BadInput(f"{field} {text!r} is outside the valid range (1970-01-01 .. 9999-01-01)")
+    return epoch
+
+
+def parse_int(values: Mapping[str, str], field: str, default: int, low: int, high: int) -> int:
+    text = parse_text(values, field, 20)
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        raise BadInput(f"{field} {text!r} is not a whole number") from None
+    if not low <= number <= high:
+        raise BadInput(f"{field} must be between {low} and {high}, not {number}")
+    return number
+
+
+def parse_seconds(values: Mapping[str, str], field: str) -> float | None:
+    text = parse_text(values, field, 40)
+    if text is None:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise BadInput(f"{field} {text!r} is not a number of seconds") from None
+    if not math.isfinite(seconds):
+        raise BadInput(f"{field} must be a finite number of seconds")
+    return seconds
+
+
+def cursor_text(due_at: float, job_id: str) -> str:
+    """The ``after`` parameter for the page that follows the row ``(due_at, job_id)``."""
+    return f"{due_at!r}:{job_id}"
+
+
+def parse_cursor(values: Mapping[str, str]) -> tuple[float, str] | None:
+    """``after=<due_at>:<id>`` (the due time as written by ``cursor_text``: it holds no ':')."""
+    text = parse_text(values, "after", 1100)
+    if text is None:
+        return None
+    due, sep, job_id = text.partition(":")
+    try:
+        due_at = float(due)
+    except ValueError:
+        due_at = math.nan
+    if not sep or not job_id or not math.isfinite(due_at):
+        raise BadInput(f"after {text!r} is not a page cursor (<due time>:<job id>)")
+    try:
+        return due_at, validate_job_id(job_id)
+    except InvalidIdentifierError as exc:
+        raise BadInput(f"after: the page cursor's job id: {exc}") from None

@@ -1,0 +1,50 @@
+"""The Overview page and the Expired / errors page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, render_template
+
+from storage_adapters import JobState
+
+from ..jobs import Job
+from .browse import JobFilter, fetch_page
+from .context import dashboard
+from .overview import overview
+
+__all__ = ["register"]
+
+SECTION_ROWS = 50
+
+
+def overview_page() -> Any:
+    return render_template("overview.html", o=overview(dashboard().client))
+
+
+def errors_page() -> Any:
+    """Expired jobs (indexed by state) and scheduled jobs carrying a ``last_error`` (a release
+    that failed and will be retried; read with the bounded scan of the Jobs page)."""
+    client = dashboard().client
+    expired = fetch_page(
+        client.storage, JobFilter(state=JobState.EXPIRED), None, SECTION_ROWS, client.retry_for
+    )
+    failing = fetch_page(
+        client.storage,
+        JobFilter(state=JobState.SCHEDULED, has_error=True),
+        None,
+        SECTION_ROWS,
+        client.retry_for,
+    )
+    return render_template(
+        "errors.html",
+        expired=[Job.from_record(r) for r in expired.rows],
+        expired_page=expired,
+        failing=[Job.from_record(r) for r in failing.rows],
+        failing_page=failing,
+    )
+
+
+def register(app: Flask) -> None:
+    app.add_url_rule("/", "overview", overview_page)
+    app.add_url_rule("/errors", "errors", errors_page)

@@ -30,6 +30,7 @@ __all__ = [
     "configure_logging",
     "event",
     "formatter_for",
+    "json_in_effect",
     "pass_event",
     "use_json_for_package",
 ]
@@ -125,6 +126,15 @@ def configure_logging(level: str | int, fmt: str = "plain") -> bool:
         root.addHandler(handler)
     root.setLevel(level)
     return True
+
+
+def json_in_effect() -> bool:
+    """Whether ``configure_logging`` set JSON lines up, so a command's own error line should be
+    a JSON object too rather than a bare line in the middle of a JSON stream."""
+    return any(
+        isinstance(h, _StderrHandler) and isinstance(h.formatter, JsonFormatter)
+        for h in logging.getLogger().handlers
+    )
 
 
 def use_json_for_package(stream: IO[str] | None = None) -> logging.Handler:

@@ -177,3 +177,20 @@ def test_the_celery_command_starts_with_one_line(
     assert len(starts) == 1, done.stderr
     assert starts[0].group(2) == storage_adapters.mask_url(store.url)
     assert f"log_format={log_format}" in starts[0].group(3)
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_an_error_is_one_line_in_the_log_format(log_format: str) -> None:
+    # Given a store URL the command cannot use, with a password in it
+    done = subprocess.run(
+        [sys.executable, "-m", "parallel_scheduler", "--log-level", "CRITICAL",
+         "--log-format", log_format, "--storage-url", "mysql://u:hunter2@127.0.0.1/db",
+         "run", "--broker-url", REDIS_URL, "--once"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    # Then it exits 2 with one error line, masked, shown at any log level, JSON when asked
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    message = json.loads(line)["message"] if log_format == "json" else line
+    assert message.startswith("parallel-scheduler: error: unknown storage URL scheme 'mysql'")
+    assert "hunter2" not in line and "u:***@" in message

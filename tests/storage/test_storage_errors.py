@@ -13,7 +13,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -73,57 +73,50 @@ def _read_only(tmp_path: Path) -> str:
     return f"sqlite:///file:{path}?mode=ro&uri=true"
 
 
-# (server to require, url maker, words the error must contain)
-PERMANENT = {
+def _postgresql(**parts: str) -> Callable[[Path], str]:
+    return lambda tmp: _with(POSTGRESQL_URL, **parts)  # type: ignore[arg-type]
+
+
+def _redis(**parts: str) -> Callable[[Path], str]:
+    return lambda tmp: _with(REDIS_URL, **parts)  # type: ignore[arg-type]
+
+
+def _missing_directory(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'no' / 'such' / 'dir' / 'x.db'}"
+
+
+# "<server>: <case>": (url maker, words the error must contain); the server is required first
+PERMANENT: dict[str, tuple[Callable[[Path], str], str]] = {
     "postgresql: no such database": (
-        "postgresql",
-        lambda tmp: _with(POSTGRESQL_URL, path="/does_not_exist_xyz"),
-        "database does not exist",
+        _postgresql(path="/does_not_exist_xyz"), "database does not exist"
     ),
-    "postgresql: no such role (password masked)": (
-        "postgresql",
-        lambda tmp: _with(POSTGRESQL_URL, user="no_such_role_xyz"),
-        "role",
-    ),
-    "postgresql: unknown host": (
-        "postgresql",
-        lambda tmp: _with(POSTGRESQL_URL, host="nonexistent.invalid"),
-        "does not resolve",
-    ),
-    "redis: wrong user and password": (
-        "redis",
-        lambda tmp: _with(REDIS_URL, user="no_such_user_xyz"),
-        "authentication failed",
-    ),
-    "redis: no such database number": (
-        "redis",
-        lambda tmp: _with(REDIS_URL, path="/999"),
-        "database number",
-    ),
-    "redis: unknown host": (
-        "redis",
-        lambda tmp: _with(REDIS_URL, host="nonexistent.invalid"),
-        "does not resolve",
-    ),
-    "sqlite: missing directory": (
-        None,
-        lambda tmp: f"sqlite:///{tmp / 'no' / 'such' / 'dir' / 'x.db'}",
-        "does not exist",
-    ),
-    "sqlite: path is a directory": (None, lambda tmp: f"sqlite:///{tmp}", "is a directory"),
-    "sqlite: not a database": (None, _not_a_database, "not an SQLite database"),
-    "sqlite: read-only": (None, _read_only, "read-only"),
-}
+    "postgresql: no such role (password masked)": (_postgresql(user="no_such_role_xyz"), "role"),
+    "postgresql: unknown host": (_postgresql(host="nonexistent.invalid"), "does not resolve"),
+    "redis: wrong user and password": (_redis(user="no_such_user_xyz"), "authentication failed"),
+    "redis: no such database number": (_redis(path="/999"), "database number"),
+    "redis: unknown host": (_redis(host="nonexistent.invalid"), "does not resolve"),
+    "sqlite: missing directory": (_missing_directory, "does not exist"),
+    "sqlite: path is a directory": (lambda tmp: f"sqlite:///{tmp}", "is a directory"),
+    "sqlite: not a database": (_not_a_database, "not an SQLite database"),
+    "sqlite: read-only": (_read_only, "read-only"),
+}  # fmt: skip
+
+
+def _permanent(case: str, tmp_path: Path) -> tuple[str, str]:
+    """The URL of ``case`` (its server required first, unless SQLite) and the words its error
+    must contain."""
+    server = case.split(":")[0]
+    if server != "sqlite":
+        require_server(server)
+    make_url, words = PERMANENT[case]
+    return make_url(tmp_path), words
 
 
 @pytest.mark.parametrize("case", PERMANENT)
 def test_a_permanent_error_is_raised_at_once_without_retries(
     case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server, make_url, words = PERMANENT[case]
-    if server is not None:
-        require_server(server)
-    url = make_url(tmp_path)
+    url, words = _permanent(case, tmp_path)
     caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
     client = Client(storage_url=url, prefix="permanent")  # retries for 30 s by default
     started = time.monotonic()
@@ -147,10 +140,7 @@ def test_a_permanent_error_is_raised_at_once_without_retries(
 def test_the_cli_reports_a_permanent_error_in_one_line_at_once(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server, make_url, words = PERMANENT[case]
-    if server is not None:
-        require_server(server)
-    url = make_url(tmp_path)
+    url, words = _permanent(case, tmp_path)
     started = time.monotonic()
     code = main(["--storage-url", url, "schedule", "tasks.x", "--countdown=5"])
     elapsed = time.monotonic() - started

@@ -32,6 +32,7 @@ __all__ = [
     "formatter_for",
     "json_in_effect",
     "pass_event",
+    "say",
     "use_json_for_package",
 ]
 
@@ -135,6 +136,16 @@ def json_in_effect() -> bool:
         isinstance(h, _StderrHandler) and isinstance(h.formatter, JsonFormatter)
         for h in logging.getLogger().handlers
     )
+
+
+def say(line: str, level: int = logging.ERROR, logger_name: str = PACKAGE_LOGGER) -> None:
+    """A command's own line for the person (an error, a warning about a pass) on stderr: as a
+    JSON log record when the logs are JSON, so a pipeline reading stderr gets only JSON objects,
+    else as it reads. Shown at any log level: it is the command's answer, not a log record."""
+    if json_in_effect():
+        logger = logging.getLogger(logger_name)
+        line = JsonFormatter().format(logger.makeRecord(logger_name, level, "", 0, line, (), None))
+    print(line, file=sys.stderr)
 
 
 def use_json_for_package(stream: IO[str] | None = None) -> logging.Handler:

@@ -8,8 +8,9 @@ pass that could not send a job exits 1 and says how many jobs stayed due from ei
 from __future__ import annotations
 
 import json
-import sys
+import logging
 
+from .log_format import say
 from .retrying import call_storage
 from .scheduler_service import SchedulerService
 
@@ -31,9 +32,9 @@ def run_one_pass(service: SchedulerService) -> int:
     }
     print(json.dumps(report, indent=2))
     if not delayed.lock_acquired:
-        print(
+        say(
             "parallel-scheduler: another scheduler holds the lock; this pass released nothing",
-            file=sys.stderr,
+            logging.WARNING,
         )
     if not (delayed.failed or recurring.failed):
         return 0
@@ -48,9 +49,8 @@ def run_one_pass(service: SchedulerService) -> int:
         if count
     ]
     shown = f"{due}+" if due >= DUE_COUNT_LIMIT else str(due)
-    print(
+    say(
         f"parallel-scheduler: error: {' and '.join(failures)}; {shown} job(s) stayed due "
-        "(the next pass tries them again)",
-        file=sys.stderr,
+        "(the next pass tries them again)"
     )
     return 1

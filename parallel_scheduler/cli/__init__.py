@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Sequence
 
 from storage_adapters import mask_url
 
 from .. import __version__
 from ..errors import ParallelSchedulerError
-from ..log_format import LOG_FORMATS, JsonFormatter, configure_logging, json_in_effect
+from ..log_format import LOG_FORMATS, configure_logging, say
 from ..settings import SETTING_KINDS
 from . import dashboard, jobs, purge, recurring, running, status
 from .options import GLOBAL_SETTINGS, add_setting_options
@@ -75,15 +74,6 @@ def _log_format(ns: argparse.Namespace) -> str:
     return fmt if fmt in LOG_FORMATS else "plain"
 
 
-def _error(line: str) -> None:
-    """The command's one error line: as a JSON log record when the logs are JSON (a pipeline
-    reading stderr gets only JSON objects), else as it reads; shown at any ``--log-level``."""
-    if json_in_effect():
-        record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, line, (), None)
-        line = JsonFormatter().format(record)
-    print(line, file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -91,13 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(ns.handler(ns))
     except ParallelSchedulerError as exc:
-        _error(f"parallel-scheduler: error: {_masked(str(exc), ns)}")
+        say(f"parallel-scheduler: error: {_masked(str(exc), ns)}")
         return 2
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug, not bad input: one line here, the traceback on DEBUG
         logger.debug("unexpected error", exc_info=True)
-        _error(
+        say(
             f"parallel-scheduler: error: unexpected {type(exc).__name__}: "
             f"{_masked(str(exc), ns)} (--log-level DEBUG shows where)"
         )

@@ -80,13 +80,16 @@ def store(capsys: pytest.CaptureFixture[str]) -> Iterator[Store]:
 
 
 def run_once(
-    store: Store, *before: str, after: tuple[str, ...] = ()
+    store: Store, *before: str, after: tuple[str, ...] = (), broker: str = REDIS_URL
 ) -> subprocess.CompletedProcess[str]:
+    """One ``run --once`` pass; on the working broker it must release the due jobs."""
     done = subprocess.run(
         [sys.executable, "-m", "parallel_scheduler", *store.options, *before,
-         "run", "--broker-url", REDIS_URL, "--once", *after],
+         "run", "--broker-url", broker, "--once", *after],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+    if broker != REDIS_URL:
+        return done
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["delayed"]["released"] >= 1
     return done
@@ -194,3 +197,14 @@ def test_an_error_is_one_line_in_the_log_format(log_format: str) -> None:
     message = json.loads(line)["message"] if log_format == "json" else line
     assert message.startswith("parallel-scheduler: error: unknown storage URL scheme 'mysql'")
     assert "hunter2" not in line and "u:***@" in message
+
+
+def test_a_failed_pass_says_so_in_json_too(store: Store) -> None:
+    # Given due jobs, and a broker that refuses connections
+    done = run_once(store, "--log-format", "json", broker="redis://127.0.0.1:1/0")
+    # Then the pass exits 1, and its error line is one JSON object among the others
+    assert done.returncode == 1, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    errors = [line for line in lines if "stayed due" in line["message"]]
+    assert len(errors) == 1 and errors[0]["level"] == "ERROR", done.stderr
+    assert errors[0]["message"].startswith("parallel-scheduler: error: ")

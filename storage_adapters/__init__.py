@@ -7,6 +7,7 @@ one backend never needs the others' drivers to be importable.
 from __future__ import annotations
 
 from .base import (
+    BrowseStore,
     InstanceStore,
     JobStore,
     ListReleasingStorage,
@@ -34,6 +35,7 @@ from .records import (
     ClaimedJob,
     Firing,
     InstanceRecord,
+    JobQuery,
     JobRecord,
     JobState,
     LockLease,
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_URL",
     "MAX_JOB_ID_LENGTH",
+    "BrowseStore",
     "ClaimedJob",
     "Firing",
     "InstanceRecord",
@@ -59,6 +62,7 @@ __all__ = [
     "InvalidIdentifierError",
     "InvalidRecordError",
     "InvalidStorageURLError",
+    "JobQuery",
     "JobRecord",
     "JobState",
     "JobStore",

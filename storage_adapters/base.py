@@ -20,11 +20,12 @@ A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the nex
 ``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
 flight at the crash), and can never lose one.
 
-The contract reads as seven small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
+The contract reads as eight small ones, each a ``Protocol`` of its own, which ``Storage`` joins:
 ``StorageAdmin`` (schema, clock, connections), ``JobStore`` (accept and manage delayed jobs),
 ``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock),
 ``RecurringStore`` (recurring jobs and their firings), ``InstanceStore`` (which scheduler
-processes are alive) and ``RetentionStore`` (deleting old finished jobs). A part of the core that
+processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``BrowseStore``
+(filtered keyset pages and finish counts, for the dashboard). A part of the core that
 needs one family can say so in its signature.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
@@ -41,6 +42,7 @@ from .records import (
     ClaimedJob,
     Firing,
     InstanceRecord,
+    JobQuery,
     JobRecord,
     JobState,
     LockLease,
@@ -51,6 +53,7 @@ from .records import (
 )
 
 __all__ = [
+    "BrowseStore",
     "InstanceStore",
     "JobStore",
     "ListReleasingStorage",
@@ -302,6 +305,32 @@ class RetentionStore(Protocol):
 
 
 @runtime_checkable
+class BrowseStore(Protocol):
+    """Reading the store for people (the web dashboard): jobs page by page under filters, and
+    how many jobs finished per time bucket. Both served by indexes, fast with millions of jobs."""
+
+    def list_jobs_page(self, query: JobQuery, limit: int) -> list[JobRecord]:
+        """Up to ``limit`` (1-1000) jobs matching ``query``, ordered by ``(due_at, id)``
+        ascending, starting strictly after ``query.after``: keyset pagination, never an offset.
+
+        Paging on with ``after`` set to the last row's ``(due_at, id)`` yields every matching job
+        exactly once (jobs that change meanwhile may move). Ties on ``due_at`` are ordered by id
+        in the backend's order (bytes on Redis, the column's collation in SQL). A page shorter
+        than ``limit`` is the last one.
+        """
+
+    def finished_counts(
+        self, state: JobState, since: float, bucket: float
+    ) -> list[tuple[float, int]]:
+        """How many jobs reached the finished ``state`` (enqueued, cancelled, expired; others
+        raise ``InvalidArgumentError``) in each ``bucket`` seconds from ``since`` to now (storage
+        clock): ``(start, count)`` for every bucket ``[since + k*bucket, since + (k+1)*bucket)``
+        that has started, zeros included, oldest first; ``[]`` when ``since`` is in the future.
+        At most 10,000 buckets. Counted on the finish-time index retention uses.
+        """
+
+
+@runtime_checkable
 class Storage(
     StorageAdmin,
     JobStore,
@@ -310,6 +339,7 @@ class Storage(
     RecurringStore,
     InstanceStore,
     RetentionStore,
+    BrowseStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

@@ -19,6 +19,7 @@ __all__ = [
     "ClaimedJob",
     "Firing",
     "InstanceRecord",
+    "JobQuery",
     "JobRecord",
     "JobState",
     "LockLease",
@@ -87,6 +88,22 @@ class JobRecord(_JobFields):
     created_at: float
     updated_at: float
     last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """Which jobs one page of ``list_jobs_page`` (``BrowseStore``) walks, in ``(due_at, id)``
+    order: every filter given must hold (``None`` means any). ``due_from`` and ``due_to`` are
+    inclusive bounds on ``due_at``; ``task`` matches exactly. ``after`` is the ``(due_at, id)``
+    of the last row of the previous page: the page starts strictly after it (keyset pagination,
+    so a page costs its own size wherever it is). Adapters check it and refuse bad fields by name
+    (``browse.check_job_query``)."""
+
+    state: JobState | None = None
+    task: str | None = None
+    due_from: float | None = None
+    due_to: float | None = None
+    after: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

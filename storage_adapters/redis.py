@@ -8,6 +8,7 @@ Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter),
 ``finished:<state>`` (finished ids by finish time, for retention: ``redis_retention.py``).
+Browsing pages through these indexes (``redis_browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis_recurring.py``, reading and
 managing jobs in ``redis_jobs.py``, the lock in ``redis_locks.py``: one mixin per contract family.
 """
@@ -43,6 +44,7 @@ from .records import (
     NewJob,
     validate_prefix,
 )
+from .redis_browse import BROWSE_SCRIPTS, RedisBrowse
 from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
 from .redis_jobs import RedisJobs, float_arg, lease_arg
 from .redis_locks import RedisLocks
@@ -77,6 +79,7 @@ _SCRIPTS = (
     *RECURRING_SCRIPTS,
     *RETENTION_SCRIPTS,
     *INSTANCE_SCRIPTS,
+    *BROWSE_SCRIPTS,
 )
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
@@ -105,7 +108,9 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
     ]
 
 
-class RedisStorage(RedisJobs, RedisLocks, RedisRecurring, RedisRetention, RedisInstances):
+class RedisStorage(
+    RedisJobs, RedisLocks, RedisRecurring, RedisRetention, RedisInstances, RedisBrowse
+):
     """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and

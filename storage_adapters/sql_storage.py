@@ -1,7 +1,8 @@
 """The ``Storage`` contract in SQLAlchemy Core, shared by the PostgreSQL and SQLite adapters.
 
 This module holds the administration, jobs, release and lock families; the recurring-jobs family
-is ``sql_recurring_store.py``, retention ``sql_retention_store.py``, and the plumbing under them
+is ``sql_recurring_store.py``, retention ``sql_retention_store.py``, browsing
+``sql_browse_store.py``, and the plumbing under them
 (connections, transactions in autocommit mode, driver errors as the contract's errors) is
 ``sql_plumbing.py``.
 """
@@ -23,6 +24,7 @@ from .checks import (
     positive_seconds,
 )
 from .records import ClaimedJob, JobRecord, JobState, LockLease, NewJob, validate_lock_name
+from .sql_browse_store import SQLBrowseStore
 from .sql_instance_store import SQLInstanceStore
 from .sql_job_rows import claimed_job, job_record
 from .sql_plumbing import ADD_JOBS_PAGE_SIZE
@@ -33,7 +35,7 @@ from .sql_tables import migrate
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
 
-class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore):
+class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrowseStore):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
     Subclasses only build the engine and describe their ``Dialect``; every behaviour is here and

@@ -216,12 +216,31 @@ def _v5_finished(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v6_browse(p: str, dialect: str) -> list[str]:
+    # The dashboard pages through jobs by (due_at, id), of one state or of all (see
+    # sql_browse_store.py). SQLite's due index is already (state, due_at, id) over every state.
+    # PostgreSQL's is (due_at, id) of scheduled jobs, which serves browsing them; the finished
+    # states get a partial index of their own. Claimed jobs (the few in flight) are found by
+    # their lease index and sorted: an index of their own would compete with it for the recovery
+    # of claims. So the due set's reads and the recovery keep their own small indexes.
+    by_state = (
+        [
+            f"CREATE INDEX IF NOT EXISTS {p}_jobs_state_due ON {p}_jobs (state, due_at, id) "
+            "WHERE state IN ('enqueued', 'cancelled', 'expired')"
+        ]
+        if dialect == "postgresql"
+        else []
+    )
+    return [*by_state, f"CREATE INDEX IF NOT EXISTS {p}_jobs_due_all ON {p}_jobs (due_at, id)"]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
     Migration(3, "jobs carry an optional broker message built at accept time", _v3_envelope),
     Migration(4, "scheduler instances and their heartbeats, for liveness", _v4_instances),
     Migration(5, "an index on state and updated_at, for purging old finished jobs", _v5_finished),
+    Migration(6, "indexes on (state, due_at, id) and (due_at, id), for browsing jobs", _v6_browse),
 )
 
 

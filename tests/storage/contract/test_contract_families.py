@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage_adapters import (
+    BrowseStore,
     InstanceStore,
     JobStore,
     LockStore,
@@ -24,6 +25,7 @@ FAMILIES: list[type] = [
     RecurringStore,
     RetentionStore,
     InstanceStore,
+    BrowseStore,
 ]
 
 

@@ -1,0 +1,86 @@
+-- One step of a keyset page (redis_browse.py): walk an index by due time, ties by id, from
+-- strictly after (after_due, after_id) and from min_due on, up to max_due; keep the jobs whose
+-- task matches, until `limit` are kept or `budget` members were examined (a bound on how long
+-- this script holds the server: the caller goes on from the last member examined).
+-- KEYS: 1 index (all jobs, or one state), scored by due_at
+-- ARGV: 1 job key prefix, 2 min_due ('' none, inclusive), 3 max_due ('' none, inclusive),
+--       4 after_due ('' none), 5 after_id, 6 task ('' any), 7 limit, 8 budget
+-- Returns {more, last_due, last_id, rows...}: more is 1 when the budget ran out first (then the
+-- last member examined is the next step's after), each row {id, task, payload, due_at, state,
+-- attempts, created_at, updated_at, last_error}.
+
+-- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
+end
+
+local index, prefix = KEYS[1], ARGV[1]
+local max_due = ARGV[3] ~= '' and tonumber(ARGV[3]) or nil
+local task, limit, budget = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local start = 0
+if ARGV[2] ~= '' then
+  start = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[2])
+end
+if ARGV[4] ~= '' then
+  -- the first rank after the tie group's members up to after_id (the after job itself may be
+  -- gone): binary search over the ranks holding score after_due
+  local lo = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[4])
+  local hi = lo + redis.call('ZCOUNT', index, ARGV[4], ARGV[4])
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytes_after(redis.call('ZRANGE', index, mid, mid)[1], ARGV[5]) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  start = math.max(start, lo)
+end
+
+local fields = {'task', 'payload', 'due_at', 'state', 'attempts', 'created_at', 'updated_at',
+  'last_error'}
+local rows, examined, last_due, last_id = {}, 0, '', ''
+local more = 1
+while true do
+  local chunk = math.min(budget - examined, 200)
+  if chunk <= 0 then
+    break
+  end
+  local batch = redis.call('ZRANGE', index, start, start + chunk - 1, 'WITHSCORES')
+  if #batch == 0 then
+    more = 0
+    break
+  end
+  for i = 1, #batch, 2 do
+    local id, due = batch[i], batch[i + 1]
+    if max_due and tonumber(due) > max_due then
+      more = 0
+      break
+    end
+    examined, last_due, last_id = examined + 1, due, id
+    local key = prefix .. id
+    if task == '' or redis.call('HGET', key, 'task') == task then
+      local row = redis.call('HMGET', key, unpack(fields))
+      if row[1] then
+        table.insert(row, 1, id)
+        rows[#rows + 1] = row
+        if #rows >= limit then
+          more = 0
+          break
+        end
+      end
+    end
+  end
+  if more == 0 then
+    break
+  end
+  start = start + #batch / 2
+end
+return {more, last_due, last_id, rows}

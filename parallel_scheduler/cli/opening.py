@@ -10,7 +10,7 @@ list``) never creates a store: an SQLite file that does not exist is reported as
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +24,7 @@ from storage_adapters.urls import scheme_of
 
 from ..client import Client
 from ..errors import ParallelSchedulerError
+from ..log_format import say
 from ..retrying import call_storage
 from ..settings import Settings
 from .options import overrides
@@ -66,7 +67,7 @@ def describe_storage(url: str) -> str:
 
 def announce_storage(settings: Settings) -> None:
     url = settings.storage_url or storage_adapters.DEFAULT_URL
-    print(f"parallel-scheduler: storage {describe_storage(url)}", file=sys.stderr)
+    say(f"parallel-scheduler: storage {describe_storage(url)}", logging.INFO)
 
 
 @contextmanager

@@ -208,3 +208,19 @@ def test_a_failed_pass_says_so_in_json_too(store: Store) -> None:
     errors = [line for line in lines if "stayed due" in line["message"]]
     assert len(errors) == 1 and errors[0]["level"] == "ERROR", done.stderr
     assert errors[0]["message"].startswith("parallel-scheduler: error: ")
+
+
+def test_every_stderr_line_of_a_command_is_json_when_asked(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for command in (["setup"], ["status"], ["schedule", "ops.task"], ["list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "parallel_scheduler", "--log-format", "json",
+             "--storage-url", url, *command],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = [json.loads(line) for line in done.stderr.splitlines()]
+        # the command names the store it opened, as a JSON record
+        assert [line["message"] for line in lines] == [
+            f"parallel-scheduler: storage {url} (file {tmp_path / 'store.db'})"
+        ]

@@ -21,7 +21,7 @@ from ..client import Client
 from ..errors import InvalidJobError
 from . import display, pages_jobs, pages_overview, pages_recurring
 from .context import Dashboard, dashboard, viewer_zone
-from .inputs import BadInput, parse_zone, zone_names
+from .inputs import BadInput, parse_zone, zone_options
 from .security import SECURITY_HEADERS, BasicAuth, TokenAuth, authenticate, csrf_ok, new_csrf_token
 
 __all__ = ["build_app"]
@@ -111,7 +111,7 @@ def _context() -> dict[str, Any]:
         "csrf_token": session.get("csrf", ""),
         "zone": zone,
         "zone_name": getattr(zone, "key", "UTC"),
-        "zone_names": zone_names(),
+        "zone_options": zone_options,
         "who": g.get("who", ""),
     }
 

@@ -22,8 +22,9 @@ from ..retrying import call_storage
 
 __all__ = ["SCAN_BOUND", "JobFilter", "Page", "count_upto", "fetch_page", "matching"]
 
-#: Rows read at most for one page when the queue or error filter is on.
-SCAN_BOUND = 5_000
+#: Rows read at most for one page when the queue or error filter is on (a page must render in
+#: well under 300 ms whatever the store holds).
+SCAN_BOUND = 2_000
 #: Rows asked of storage at once while scanning.
 _BATCH = 500
 

@@ -32,6 +32,8 @@ __all__ = ["BULK_LIMIT", "register"]
 
 #: Jobs one bulk cancel acts on at most.
 BULK_LIMIT = 10_000
+#: Jobs the preview counts at most: a page must stay fast; the cancel itself reads the set again.
+PREVIEW_LIMIT = 1_000
 PAGE_SIZE = 50
 
 
@@ -120,9 +122,8 @@ def bulk_cancel() -> Any:
     if wanted.state is not JobState.SCHEDULED:
         raise BadInput("only scheduled jobs can be cancelled: filter on state scheduled")
     board = dashboard()
-    rows, more = matching(
-        board.client.storage, wanted, BULK_LIMIT, board.client.retry_for, BULK_LIMIT * 5
-    )
+    bound = BULK_LIMIT if request.method == "POST" else PREVIEW_LIMIT
+    rows, more = matching(board.client.storage, wanted, bound, board.client.retry_for, bound * 5)
     if request.method == "GET":
         return render_template(
             "bulk_cancel.html",

@@ -16,6 +16,8 @@ from .overview import overview
 __all__ = ["register"]
 
 SECTION_ROWS = 50
+#: Rows the errors section reads at most (errors are rare: the scan usually reads them all).
+ERROR_SCAN_BOUND = 1_000
 
 
 def overview_page() -> Any:
@@ -35,6 +37,7 @@ def errors_page() -> Any:
         None,
         SECTION_ROWS,
         client.retry_for,
+        ERROR_SCAN_BOUND,
     )
     return render_template(
         "errors.html",

@@ -147,3 +147,16 @@ def test_recurring_edit_shows_the_apis_validation_error_in_the_form(
     assert found is not None
     assert (found.schedule.cron, found.schedule.timezone) == ("30 4 * * 1", "Europe/Paris")
     assert found.options == {"queue": "reports"} and found.task == "t.report"
+
+
+def test_bulk_preview_counts_to_its_bound_and_the_cancel_takes_the_whole_set(
+    web: FlaskClient, client: Client
+) -> None:
+    from parallel_scheduler.jobs import JobSpec
+
+    client.schedule_many(JobSpec("t.many", countdown=600, id=f"m-{i:04d}") for i in range(1005))
+    preview = web.get("/jobs/bulk-cancel").get_data(as_text=True)
+    assert 'data-count="1000" data-more="yes"' in preview and "At least 1000" in preview
+    token = csrf_token(web, "/jobs/bulk-cancel")
+    web.post("/jobs/bulk-cancel", data={"confirm": "yes", "csrf_token": token})
+    assert client.counts()["cancelled"] == 1005 and client.counts()["scheduled"] == 0

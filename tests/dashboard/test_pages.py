@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
+import pytest
 from flask.testing import FlaskClient
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client as WsgiClient
 
 from parallel_scheduler import Client
 from parallel_scheduler.dashboard import create_app
-from storage_adapters import InstanceRecord, JobState
+from storage_adapters import InstanceRecord, JobState, MissingExtraError
 
 NEXT = re.compile(r'id="next-page" href="([^"]+)"')
 ROW = re.compile(r'class="job-row" data-job-id="([^"]+)"')
@@ -169,3 +171,24 @@ def test_mounted_under_a_prefix_every_link_stays_under_it(client: Client) -> Non
     assert page.status_code == 200
     links = re.findall(r'(?:href|action)="([^"]+)"', page.get_data(as_text=True))
     assert links and all(link.startswith("/scheduler/") for link in links), links
+
+
+def test_create_app_opens_its_own_client_from_settings(tmp_path: object) -> None:
+    url = f"sqlite:///{tmp_path}/own.db"
+    app = create_app(storage_url=url)
+    assert app.test_client().get("/jobs").status_code == 200
+    with Client(storage_url=url) as client:
+        try:
+            create_app(client, storage_url=url)
+        except ValueError as exc:
+            assert "either a client or settings" in str(exc)
+        else:
+            raise AssertionError("a client and settings together were accepted")
+
+
+def test_without_flask_the_error_names_the_dashboard_extra(
+    monkeypatch: pytest.MonkeyPatch, client: Client
+) -> None:
+    monkeypatch.setitem(sys.modules, "flask", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'parallel-scheduler\[dashboard\]'"):
+        create_app(client)

@@ -72,6 +72,15 @@ def unique_prefix() -> str:
     return "t" + uuid.uuid4().hex[:12]
 
 
+def set_up_storage(url: str) -> tuple[str, Storage]:
+    """A set-up storage at ``url`` under a new prefix, and the prefix (for other processes to
+    open the same jobs); the caller drops and closes it."""
+    prefix = unique_prefix()
+    store = storage_adapters.from_url(url, prefix=prefix)
+    store.setup()
+    return prefix, store
+
+
 def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Callable[..., T]]:
     """The body of a factory fixture: yields ``make`` to the test, then ends everything it made
     (servers' clients, processes by pid, publishers), in the order made, when the test ends."""

@@ -16,7 +16,7 @@ from parallel_scheduler.recurring_jobs import firing_id
 from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
 from parallel_scheduler.triggers import Schedule
 from storage_adapters import JobState, NewJob, NewRecurring, Storage
-from tests.conftest import storage_url, unique_prefix
+from tests.conftest import set_up_storage, storage_url
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,10 +51,7 @@ def scheduler_process(
 def fresh_storage(adapter_kind: str, tmp_path: Path) -> tuple[str, str, Storage]:
     """A set-up storage under a new prefix, with the URL and prefix the racing processes open."""
     url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
-    return url, prefix, storage
+    return (url, *set_up_storage(url))
 
 
 @pytest.mark.parametrize("adapter_kind", ["postgresql", "redis"])

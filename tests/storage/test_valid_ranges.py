@@ -22,13 +22,12 @@ import pytest
 from celery import Celery
 
 import parallel_scheduler.celery
-import storage_adapters
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import display_instant
 from parallel_scheduler.limits import MAX_INSTANT, MIN_INSTANT
 from storage_adapters import NewJob, Storage
-from tests.conftest import storage_url, unique_prefix
+from tests.conftest import set_up_storage, storage_url
 
 FAR_ETA = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
 
@@ -90,9 +89,7 @@ class Target:
 @pytest.fixture
 def target(adapter_kind: str, tmp_path: Path) -> Iterator[Target]:
     url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
+    prefix, storage = set_up_storage(url)
     yield Target(url, prefix, storage)
     storage.drop()
     storage.close()

@@ -188,3 +188,19 @@ def test_bad_input_everywhere_is_a_clear_4xx_never_a_500(
             assert response.status_code < 500, (url, field, value, response.data[:300])
     job = client.get("s-1")
     assert job is not None and job.state is JobState.SCHEDULED
+
+
+def test_the_audit_line_names_the_authenticated_user(
+    make_app: Callable[..., Flask], client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="parallel_scheduler.dashboard.audit")
+    client.schedule("t.a", countdown=600, job_id="who-1")
+    web = make_app(auth=BasicAuth("alice", "pw-123456")).test_client()
+    headers = _basic("alice", "pw-123456")
+    web.get("/", headers=headers)
+    with web.session_transaction() as session:
+        token = session["csrf"]
+    form = {"id": "who-1", "action": "cancel", "confirm": "yes", "csrf_token": token}
+    assert web.post("/jobs/action", data=form, headers=headers).status_code == 303
+    [line] = [r.getMessage() for r in caplog.records if r.name.endswith(".audit")]
+    assert "who=alice@127.0.0.1 action=cancel ids=who-1" in line

@@ -21,11 +21,12 @@ import logging
 import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, get_args
 
 __all__ = [
     "LOG_FORMATS",
     "JsonFormatter",
+    "LogFormat",
     "PlainFormatter",
     "configure_logging",
     "event",
@@ -36,8 +37,9 @@ __all__ = [
     "use_json_for_package",
 ]
 
+#: The log formats, once: ``Settings.log_format`` is typed by it, ``--log-format`` offers it.
 LogFormat = Literal["plain", "json"]
-LOG_FORMATS: tuple[str, ...] = ("plain", "json")
+LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 PACKAGE_LOGGER = "parallel_scheduler"
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: The fields a log call may not set through its event: the JSON line's own keys.

@@ -21,7 +21,7 @@ from storage_adapters.urls import InvalidStorageURLError, scheme_of
 
 from .errors import ConfigurationError
 from .limits import MAX_INTERVAL
-from .log_format import LOG_FORMATS
+from .log_format import LOG_FORMATS, LogFormat
 
 __all__ = [
     "CELERY_PREFIX",
@@ -102,7 +102,7 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     retention: float | None = 7 * 86400.0
     heartbeat_interval: float = 5.0
-    log_format: Literal["plain", "json"] = "plain"
+    log_format: LogFormat = "plain"
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)

@@ -164,7 +164,8 @@ def make_client() -> Iterator[Callable[[str], Client]]:
 
     def make(url: str) -> Client:
         prefix = unique_prefix()
-        client = Client(storage=storage_adapters.from_url(url, prefix=prefix), prefix=prefix)
+        store = storage_adapters.from_url(url, prefix=prefix)
+        client = Client(storage=store, storage_url=url, prefix=prefix)  # the settings say it too
         client.storage.setup()
         made.append(client)
         return client

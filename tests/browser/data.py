@@ -11,6 +11,7 @@ and one live scheduler instance holding the delayed scheduler's lock.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -43,7 +44,7 @@ class DataSet:
 def fill(client: Client, scheduled: int = 30) -> DataSet:
     """Write the data set into ``client``'s (empty, set-up) store and return what it holds."""
     data = DataSet()
-    now = client.storage.now()
+    now = float(math.floor(client.storage.now()))  # whole seconds, as people schedule
     specs = []
     for n in range(scheduled):
         task = TASKS[n % len(TASKS)]

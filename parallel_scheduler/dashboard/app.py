@@ -15,7 +15,12 @@ from typing import Any
 from flask import Flask, Response, abort, g, render_template, request, session
 from werkzeug.exceptions import HTTPException
 
-from storage_adapters import InvalidArgumentError, InvalidIdentifierError, StorageError
+from storage_adapters import (
+    InvalidArgumentError,
+    InvalidIdentifierError,
+    StorageError,
+    mask_url,
+)
 
 from ..client import Client
 from ..errors import InvalidJobError
@@ -93,8 +98,12 @@ def _install_errors(app: Flask) -> None:
 
     @app.errorhandler(StorageError)
     def storage_down(exc: StorageError) -> tuple[str, int]:
-        logger.warning("dashboard: storage error: %s", exc)
-        return _error_page(503, "Storage unavailable", str(exc))
+        message = str(exc)
+        url = dashboard().client.settings.storage_url
+        if url:  # adapters mask their URL; this makes sure of it whatever the message holds
+            message = message.replace(url, mask_url(url))
+        logger.warning("dashboard: storage error: %s", message)
+        return _error_page(503, "Storage unavailable", message)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Any:

@@ -204,3 +204,16 @@ def test_the_audit_line_names_the_authenticated_user(
     assert web.post("/jobs/action", data=form, headers=headers).status_code == 303
     [line] = [r.getMessage() for r in caplog.records if r.name.endswith(".audit")]
     assert "who=alice@127.0.0.1 action=cancel ids=who-1" in line
+
+
+def test_unreachable_storage_is_a_503_page_without_the_password() -> None:
+    """Nothing listens on port 1: every page says the store is unavailable, quickly, and the
+    password of its URL is not on the page."""
+    url = "redis://:Hunter2-secret@127.0.0.1:1/0"
+    with Client(storage_url=url, retry_for=0.3, connect_timeout=0.3) as down:
+        web = create_app(down).test_client()
+        for path in ("/", "/jobs", "/jobs/detail?id=x", "/recurring", "/errors"):
+            page = web.get(path)
+            body = page.get_data(as_text=True)
+            assert page.status_code == 503 and "unavailable" in body, path
+            assert "Hunter2-secret" not in body

@@ -1,7 +1,8 @@
 """Cron schedules: next ticks across time zones and DST changes, and what to fire after a misfire.
 
 Pure functions of (schedule, time): no I/O and no clock of their own, so every rule here is
-tested with exact expected instants (and against a brute-force oracle, tests/unit/test_dst_oracle.py).
+tested with exact expected instants (and against a brute-force oracle,
+tests/unit/test_dst_oracle.py).
 
 A schedule is a cron expression or a fixed interval (``every`` seconds, counted from the start
 date or the Unix epoch, so it is the same on every host). Cron expressions have 5 fields

@@ -22,57 +22,79 @@ from typing import Any
 
 import pytest
 
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError as missing:  # a collection error, never a skip
+    raise ImportError(
+        "the browser tests need Playwright for Python (its driver only; the browser is "
+        "Debian's chromium): pip install -e '.[test]'"
+    ) from missing
+
 import storage_adapters
 from parallel_scheduler import Client
 from tests.browser.data import DataSet, fill
 from tests.conftest import storage_url, unique_prefix
 
-CHROMIUM = os.environ.get("PARALLEL_SCHEDULER_TEST_CHROMIUM", "/usr/bin/chromium")
-INSTALL_COMMAND = ["apt-get", "install", "-y", "chromium"]
+DEBIAN_CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PARALLEL_SCHEDULER_TEST_CHROMIUM", DEBIAN_CHROMIUM)
+INSTALL_STEPS = (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"])
 VIEWPORT = {"width": 1280, "height": 800}
 #: Playwright waits this long for an element before failing (its default is 30 s).
 STEP_TIMEOUT_MS = 5_000
 BROWSER_TIMEOUT = 60  # seconds per browser test, installing nothing
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: What ``_ensure_chromium`` found: the browser's path, or why there is none.
+_chromium: dict[str, str] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each browser test gets its timeout; Chromium is checked (and installed) here, once
+    before any test runs, so an apt-get install is not cut short by a test's timeout."""
     here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.timeout(BROWSER_TIMEOUT))
+    mine = [item for item in items if item.path.is_relative_to(here)]
+    for item in mine:
+        item.add_marker(pytest.mark.timeout(BROWSER_TIMEOUT))
+    if mine and not config.option.collectonly and not _chromium:
+        try:
+            _chromium["path"] = _ensure_chromium(config)
+        except pytest.fail.Exception as exc:
+            _chromium["problem"] = str(exc)
 
 
-def _ensure_chromium() -> str:
-    """The browser's path, installing Debian's package first when it is missing and we may."""
+def _ensure_chromium(config: pytest.Config) -> str:
+    """The browser's path, installing Debian's package first when it is missing and we may
+    (root, apt-get present); otherwise a failure naming exactly what to run."""
     if Path(CHROMIUM).exists():
         return CHROMIUM
-    command = " ".join(INSTALL_COMMAND)
+    if CHROMIUM != DEBIAN_CHROMIUM:
+        pytest.fail(f"PARALLEL_SCHEDULER_TEST_CHROMIUM={CHROMIUM}: no such file")
+    commands = " && ".join(" ".join(step) for step in INSTALL_STEPS)
     if not (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get")):
         pytest.fail(
-            f"the browser tests need Chromium at {CHROMIUM}; install it with "
-            f"`sudo apt-get update && sudo {command}` (Debian/Ubuntu), or point "
-            "PARALLEL_SCHEDULER_TEST_CHROMIUM at a Chromium binary"
+            f"the browser tests need Debian's Chromium at {CHROMIUM}: run "
+            f"`sudo sh -c '{commands}'` (or point PARALLEL_SCHEDULER_TEST_CHROMIUM at a Chromium "
+            "binary); Playwright's own browser download is never used"
         )
-    for step in (["apt-get", "update"], INSTALL_COMMAND):
-        print(f"browser tests: Chromium missing at {CHROMIUM}; running {' '.join(step)}")
-        done = subprocess.run(step, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            pytest.fail(
-                f"`{' '.join(step)}` failed (exit {done.returncode}): {done.stderr[-2000:]}"
-            )
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # apt-get's progress reaches the terminal
+        for step in INSTALL_STEPS:
+            print(f"browser tests: {CHROMIUM} is missing; running as root: {' '.join(step)}")
+            environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            done = subprocess.run(step, env=environment, check=False)
+            if done.returncode != 0:
+                pytest.fail(f"`{' '.join(step)}` failed (exit {done.returncode}); see above")
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"`{command}` succeeded but {CHROMIUM} is still missing")
+        pytest.fail(f"`{commands}` succeeded but {CHROMIUM} is still missing")
     return CHROMIUM
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """One headless Chromium for the session (launching costs about a second)."""
-    executable = _ensure_chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the browser tests need Playwright for Python: pip install -e '.[test]'")
+    if "path" not in _chromium:
+        pytest.fail(_chromium.get("problem") or "Chromium was not checked at collection")
+    executable = _chromium["path"]
     with sync_playwright() as playwright:
         # --no-sandbox: Chromium refuses to start its sandbox as root (CI containers).
         launched = playwright.chromium.launch(
@@ -83,23 +105,16 @@ def browser() -> Iterator[Any]:
 
 
 class Dialogs:
-    """Every JavaScript dialog a page opened. An ``alert`` always fails the test (an escaped
-    ``<script>`` argument must never run); ``confirm`` dialogs are accepted only while
-    ``accept_confirms`` is set, and dismissed otherwise."""
+    """Every JavaScript dialog a page opened, dismissed. The dashboard has no script at all, so
+    any dialog fails the test: above all the ``alert(1)`` of an unescaped ``<script>`` argument.
+    """
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
-        self.accept_confirms = False
 
     def handle(self, dialog: Any) -> None:
         self.seen.append((dialog.type, dialog.message))
-        if dialog.type == "confirm" and self.accept_confirms:
-            dialog.accept()
-        else:
-            dialog.dismiss()
-
-    def alerts(self) -> list[str]:
-        return [message for kind, message in self.seen if kind != "confirm"]
+        dialog.dismiss()
 
 
 @pytest.fixture
@@ -108,15 +123,15 @@ def dialogs() -> Dialogs:
 
 
 @pytest.fixture
-def page(browser: Any, dialogs: Dialogs, tmp_path: Path) -> Iterator[Any]:
-    """A fresh browser context (no cookies) at 1280x800; fails the test if any alert fired."""
+def page(browser: Any, dialogs: Dialogs) -> Iterator[Any]:
+    """A fresh browser context (no cookies) at 1280x800; fails the test if any dialog opened."""
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(STEP_TIMEOUT_MS)
     opened = context.new_page()
     opened.on("dialog", dialogs.handle)
     yield opened
     context.close()
-    assert not dialogs.alerts(), f"a page opened JavaScript dialogs: {dialogs.alerts()}"
+    assert not dialogs.seen, f"a page opened JavaScript dialogs: {dialogs.seen}"
 
 
 @pytest.fixture

@@ -60,8 +60,8 @@ def test_the_nav_reaches_every_page(page: Any, dashboard: str, data: DataSet) ->
         assert page.locator("h1").count() == 1
 
 
-def test_jobs_filter_by_state_and_task_and_page_through_with_keyset_links(
-    page: Any, dashboard: str, data: DataSet, shot: Callable[[str], Path]
+def test_jobs_filter_by_state_task_and_due_time_and_page_through_with_keyset_links(
+    page: Any, dashboard: str, data: DataSet, client: Client, shot: Callable[[str], Path]
 ) -> None:
     page.goto(dashboard + "/jobs?limit=7")
     # The default view: scheduled jobs, earliest due first (the errored one fell due earlier).
@@ -98,6 +98,14 @@ def test_jobs_filter_by_state_and_task_and_page_through_with_keyset_links(
     page.select_option("#filter-state", "expired")
     follow(page, "#filter-submit")
     assert sorted(_row_ids(page)) == sorted(data.expired)
+    # A due-time range (inclusive, read in the viewer's zone: UTC here) over the scheduled jobs.
+    first, last = (client.get(job_id) for job_id in (data.scheduled[3], data.scheduled[6]))
+    assert first is not None and last is not None
+    page.select_option("#filter-state", "scheduled")
+    page.fill("#filter-due-from", first.due_at.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.fill("#filter-due-to", last.due_at.strftime("%Y-%m-%dT%H:%M:%S"))
+    follow(page, "#filter-submit")
+    assert _row_ids(page) == data.scheduled[3:7]
 
 
 def test_job_detail_shows_the_job_and_its_script_argument_as_text(
@@ -106,6 +114,11 @@ def test_job_detail_shows_the_job_and_its_script_argument_as_text(
     page.goto(dashboard + "/jobs?task=mail.send_welcome&limit=500")
     follow(page, f"#jobs-table tr[data-job-id='{SCRIPT_JOB}'] a.job-link")
     assert page.inner_text("#job-id") == SCRIPT_JOB
+    detail_url = page.url
+    page.goto(dashboard + "/jobs")
+    page.fill("#search-id", SCRIPT_JOB)  # the search by id leads to the same page
+    follow(page, "#search-submit")
+    assert page.url == detail_url
     assert page.inner_text("#job-task") == "mail.send_welcome"
     assert page.inner_text("#job-state") == "scheduled"
     assert SCRIPT_ARG in page.inner_text("#job-args")

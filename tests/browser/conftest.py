@@ -2,9 +2,10 @@
 
 The browser is the distribution's Chromium (Debian's ``chromium`` package), driven by Playwright
 for Python through ``executable_path``: nothing is downloaded at run time (``playwright install``
-is never run). When ``/usr/bin/chromium`` is missing, the session installs it with apt-get when
-running as root and says so; otherwise every browser test fails naming the command to run. No
-browser test is ever skipped, so a missing browser cannot pass unnoticed in CI.
+is never run). It is checked once at collection, before any test: when ``/usr/bin/chromium`` is
+missing it is installed with apt-get when running as root (saying so, with apt-get's progress);
+otherwise every browser test fails naming the command to run. No browser test is ever skipped,
+so a missing browser cannot pass unnoticed in CI.
 
 The dashboard runs in a thread of the test process (werkzeug's server on a free 127.0.0.1
 port) for speed; ``test_command.py`` runs the real ``parallel-scheduler dashboard`` command.

@@ -5,6 +5,7 @@ same words and cut time into the same buckets."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .checks import epoch_seconds, positive_seconds
@@ -19,6 +20,7 @@ __all__ = [
     "check_finished_counts",
     "check_job_query",
     "check_page_limit",
+    "count_finished",
 ]
 
 #: The largest page ``list_jobs_page`` serves: a page is read in one statement or script.
@@ -121,3 +123,20 @@ def buckets_until(since: float, bucket: float, now: float) -> Buckets:
             "(use a later since or a wider bucket)"
         )
     return Buckets(float(since), float(bucket), count)
+
+
+def count_finished(
+    state: JobState | str,
+    since: float,
+    bucket: float,
+    now: Callable[[], float],
+    count: Callable[[JobState, Buckets], Sequence[int]],
+) -> list[tuple[float, int]]:
+    """``finished_counts`` for any backend: the arguments are checked and the buckets up to
+    ``now()`` laid out here; ``count`` only answers the number finished in each bucket (never
+    called when there is no bucket yet)."""
+    chosen = check_finished_counts(state, since, bucket)
+    buckets = buckets_until(since, bucket, now())
+    if not buckets.count:
+        return []
+    return [(buckets.start(k), int(n)) for k, n in enumerate(count(chosen, buckets))]

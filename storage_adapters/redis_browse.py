@@ -14,16 +14,10 @@ snapshots, as any two pages are). Finish counts are one ``ZCOUNT`` per bucket on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
-
-from .browse import buckets_until, check_finished_counts, check_job_query, check_page_limit
+from .browse import Buckets, check_job_query, check_page_limit, count_finished
 from .records import JobQuery, JobRecord, JobState
+from .redis_host import RedisHost
 from .redis_jobs import _record
-
-if TYPE_CHECKING:
-    import redis
 
 __all__ = ["BROWSE_SCRIPTS", "PAGE_BUDGET", "RedisBrowse"]
 
@@ -37,22 +31,8 @@ def _bound(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-class RedisBrowse:
+class RedisBrowse(RedisHost):
     """Filtered keyset pages and finish counts, for ``RedisStorage`` to inherit."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _key(self, rest: str) -> str: ...
-
-        def _state_key(self, state: JobState) -> str: ...
-
-        def _finished_key(self, state: JobState) -> str: ...
-
-        def _talking(self) -> AbstractContextManager[redis.Redis]: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
-
-        def now(self) -> float: ...
 
     def list_jobs_page(self, query: JobQuery, limit: int) -> list[JobRecord]:
         checked = check_job_query(query)
@@ -80,10 +60,9 @@ class RedisBrowse:
     def finished_counts(
         self, state: JobState, since: float, bucket: float
     ) -> list[tuple[float, int]]:
-        chosen = check_finished_counts(state, since, bucket)
-        buckets = buckets_until(since, bucket, self.now())
-        if not buckets.count:
-            return []
+        return count_finished(state, since, bucket, self.now, self._finished_per_bucket)
+
+    def _finished_per_bucket(self, chosen: JobState, buckets: Buckets) -> list[int]:
         args: list[str | int] = [repr(buckets.since), repr(buckets.width), buckets.count]
         counts = self._run("finished_counts", [self._finished_key(chosen)], args)
-        return [(buckets.start(k), int(n)) for k, n in enumerate(counts)]
+        return [int(n) for n in counts]

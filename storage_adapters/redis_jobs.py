@@ -8,8 +8,7 @@ recurring jobs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .checks import (
     epoch_seconds,
@@ -19,9 +18,7 @@ from .checks import (
     stored_seconds,
 )
 from .records import JobRecord, JobState
-
-if TYPE_CHECKING:
-    import redis
+from .redis_host import RedisHost
 
 __all__ = ["RedisJobs", "float_arg", "lease_arg"]
 
@@ -61,20 +58,8 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
     )
 
 
-class RedisJobs:
+class RedisJobs(RedisHost):
     """Read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _key(self, rest: str) -> str: ...
-
-        def _state_key(self, state: JobState) -> str: ...
-
-        def _finished_key(self, state: JobState) -> str: ...
-
-        def _talking(self) -> AbstractContextManager[redis.Redis]: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 
     def get_job(self, job_id: str) -> JobRecord | None:
         with self._talking() as client:

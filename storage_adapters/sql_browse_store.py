@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from .browse import buckets_until, check_finished_counts, check_job_query, check_page_limit
+from .browse import Buckets, check_job_query, check_page_limit, count_finished
 from .records import JobQuery, JobRecord, JobState
 from .sql_job_rows import job_record
 from .sql_plumbing import SQLPlumbing
@@ -107,10 +107,9 @@ class SQLBrowseStore(SQLPlumbing):
     def finished_counts(
         self, state: JobState, since: float, bucket: float
     ) -> list[tuple[float, int]]:
-        chosen = check_finished_counts(state, since, bucket)
-        buckets = buckets_until(since, bucket, self.now())
-        if not buckets.count:
-            return []
+        return count_finished(state, since, bucket, self.now, self._finished_per_bucket)
+
+    def _finished_per_bucket(self, chosen: JobState, buckets: Buckets) -> list[int]:
         counts = [0] * buckets.count
         params = {"since": buckets.since, "width": buckets.width, "end": buckets.end}
         for row in self._rows(
@@ -119,7 +118,7 @@ class SQLBrowseStore(SQLPlumbing):
             k = int(row.bucket)
             if 0 <= k < buckets.count:  # float rounding at an edge stays in range
                 counts[k] += int(row.jobs)
-        return [(buckets.start(k), n) for k, n in enumerate(counts)]
+        return counts
 
     if TYPE_CHECKING:  # provided by SQLStorage
 

@@ -21,7 +21,6 @@ from storage_adapters import (
     Storage,
     from_url,
     redis_browse,
-    sql_tables,
 )
 from storage_adapters.redis import RedisStorage
 from storage_adapters.sql_browse_store import (
@@ -31,7 +30,8 @@ from storage_adapters.sql_browse_store import (
 )
 from storage_adapters.sql_storage import SQLStorage
 from storage_adapters.sql_tables import MIGRATIONS
-from tests.conftest import storage_url, unique_prefix
+from tests.conftest import unique_prefix
+from tests.storage.sql_helpers import explain, insert_and_analyze, released_before
 
 BROWSE_STEP = next(m.version for m in MIGRATIONS if "browsing" in m.description)
 #: One query per shape: each state or none, with or without a task, a due range, a keyset.
@@ -47,16 +47,16 @@ def fill(store: SQLStorage) -> None:
     """60,000 jobs, ten tasks, due times shared by three jobs each: half enqueued, a sixth
     scheduled, a sixth cancelled, the rest expired but for a few claimed; then ANALYZE."""
     jobs = store._tables.jobs.name
-    with store._engine.connect() as conn:
-        conn.exec_driver_sql(
-            f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
-            "updated_at) SELECT 'j' || n, 't' || mod(n, 10), '{}', n / 3, CASE "
-            "WHEN mod(n, 6) = 0 THEN 'scheduled' WHEN mod(n, 6) = 1 THEN 'cancelled' "
-            "WHEN mod(n, 6) = 2 AND mod(n, 1000) = 2 THEN 'claimed' "
-            "WHEN mod(n, 6) = 2 THEN 'expired' "
-            "ELSE 'enqueued' END, 1, 0, n FROM generate_series(1, 60000) AS n"
-        )
-        conn.exec_driver_sql(f"ANALYZE {jobs}")
+    insert_and_analyze(
+        store,
+        jobs,
+        f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+        "updated_at) SELECT 'j' || n, 't' || mod(n, 10), '{}', n / 3, CASE "
+        "WHEN mod(n, 6) = 0 THEN 'scheduled' WHEN mod(n, 6) = 1 THEN 'cancelled' "
+        "WHEN mod(n, 6) = 2 AND mod(n, 1000) = 2 THEN 'claimed' "
+        "WHEN mod(n, 6) = 2 THEN 'expired' "
+        "ELSE 'enqueued' END, 1, 0, n FROM generate_series(1, 60000) AS n",
+    )
 
 
 def compiled(store: SQLStorage, statement: sa.ClauseElement, params: dict[str, Any]) -> Any:
@@ -66,12 +66,7 @@ def compiled(store: SQLStorage, statement: sa.ClauseElement, params: dict[str, A
 
 def postgresql_plan(store: SQLStorage, statement: sa.ClauseElement, params: dict[str, Any]) -> str:
     """The plan under the settings the page read runs with (``_due_rows``)."""
-    done, values = compiled(store, statement, params)
-    with store._engine.connect() as conn:
-        conn.exec_driver_sql(f"BEGIN; {store._dialect.due_scan_settings}")
-        lines = conn.exec_driver_sql(f"EXPLAIN {done}", values).scalars().all()
-        conn.exec_driver_sql("ROLLBACK")
-    return "\n".join(lines)
+    return explain(store, statement, store._dialect.due_scan_settings, **params)
 
 
 def sqlite_plan(store: SQLStorage, statement: sa.ClauseElement, params: dict[str, Any]) -> str:
@@ -160,15 +155,9 @@ def older(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SQLStorage]:
     """A prefix set up by the release just before browsing, holding one job."""
-    store = from_url(storage_url(str(request.param), tmp_path), prefix=unique_prefix())
-    assert isinstance(store, SQLStorage)
-    with monkeypatch.context() as released:
-        released.setattr(sql_tables, "MIGRATIONS", MIGRATIONS[: BROWSE_STEP - 1])
-        store.setup()
-    store.add_jobs([NewJob("old", "t", "{}", store.now() + 60)])
-    yield store
-    store.drop()
-    store.close()
+    with released_before(str(request.param), tmp_path, monkeypatch, BROWSE_STEP) as store:
+        store.add_jobs([NewJob("old", "t", "{}", store.now() + 60)])
+        yield store
 
 
 def test_the_release_before_browsing_upgrades_on_setup(older: SQLStorage) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from storage_adapters import InstanceRecord, StorageError, from_url, sql_tables
+from storage_adapters import InstanceRecord, StorageError
 from storage_adapters.sql_storage import SQLStorage
 from storage_adapters.sql_tables import MIGRATIONS, build_tables
-from tests.conftest import storage_url, unique_prefix
+from tests.storage.sql_helpers import released_before
 
 INSTANCES_STEP = next(m.version for m in MIGRATIONS if "instances" in m.description)
 
@@ -22,14 +22,8 @@ def older(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SQLStorage]:
     """A prefix set up by the release just before the instances table."""
-    store = from_url(storage_url(str(request.param), tmp_path), prefix=unique_prefix())
-    assert isinstance(store, SQLStorage)
-    with monkeypatch.context() as released:
-        released.setattr(sql_tables, "MIGRATIONS", MIGRATIONS[: INSTANCES_STEP - 1])
-        store.setup()
-    yield store
-    store.drop()
-    store.close()
+    with released_before(str(request.param), tmp_path, monkeypatch, INSTANCES_STEP) as store:
+        yield store
 
 
 def test_the_release_before_liveness_upgrades_on_setup(older: SQLStorage) -> None:

@@ -15,6 +15,7 @@ from storage_adapters.sql_retention_store import purge_statement
 from storage_adapters.sql_storage import SQLStorage
 from storage_adapters.sqlite import SQLiteStorage
 from tests.conftest import unique_prefix
+from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.waiting import wait_until
 
 FINISHED = [JobState.ENQUEUED, JobState.CANCELLED, JobState.EXPIRED]
@@ -129,20 +130,17 @@ def test_the_postgresql_purge_walks_the_finished_index(storage: Storage) -> None
     # Given a table of many finished and a few scheduled jobs, analysed
     assert isinstance(storage, SQLStorage)
     jobs = storage._tables.jobs.name
-    with storage._engine.connect() as conn:
-        conn.exec_driver_sql(
-            f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
-            "updated_at) SELECT 'j' || n, 't', '{}', n, CASE WHEN mod(n, 3) = 0 THEN 'enqueued' "
-            "WHEN mod(n, 3) = 1 THEN 'cancelled' ELSE 'scheduled' END, 1, 0, n "
-            "FROM generate_series(1, 30000) AS n"
-        )
-        conn.exec_driver_sql(f"ANALYZE {jobs}")
+    insert_and_analyze(
+        storage,
+        jobs,
+        f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+        "updated_at) SELECT 'j' || n, 't', '{}', n, CASE WHEN mod(n, 3) = 0 THEN 'enqueued' "
+        "WHEN mod(n, 3) = 1 THEN 'cancelled' ELSE 'scheduled' END, 1, 0, n "
+        "FROM generate_series(1, 30000) AS n",
+    )
     # When the purge statement is explained, Then it reaches its rows through the index
     statement = purge_statement(storage._tables.jobs, JobState.ENQUEUED, "postgresql")
-    compiled = statement.compile(dialect=storage._engine.dialect)
-    values = {**compiled.params, "older_than": 20000.0, "limit": 1000}
-    with storage._engine.connect() as conn:
-        plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN {compiled}", values).scalars().all())
+    plan = explain(storage, statement, older_than=20000.0, limit=1000)
     assert f"{storage._prefix}_jobs_finished" in plan, plan
     assert "Seq Scan" not in plan and "Sort" not in plan, plan
     # And it deletes exactly one batch, oldest first

@@ -35,6 +35,7 @@ from storage_adapters.sql_storage import SQLStorage
 from storage_adapters.sql_tables import MIGRATIONS, build_tables
 from storage_adapters.sqlite import SQLiteStorage
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
+from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together
 
 LOCK = "delayed-scheduler"
@@ -266,34 +267,20 @@ def test_the_due_recurring_query_uses_its_index_on_sqlite(tmp_path: Path) -> Non
 # -- PostgreSQL: plans and round trips --------------------------------------------------------
 
 
-def explain(
-    store: SQLStorage, statement: sa.ClauseElement, settings: str = "", **params: Any
-) -> str:
-    compiled = statement.compile(dialect=store._engine.dialect)
-    values = {**compiled.params, **params}
-    with store._engine.connect() as conn:
-        if settings:
-            conn.exec_driver_sql(f"BEGIN; {settings}")
-        lines = conn.exec_driver_sql(f"EXPLAIN {compiled}", values).scalars().all()
-        if settings:
-            conn.exec_driver_sql("ROLLBACK")
-    return "\n".join(lines)
-
-
 def fill_with_finished_jobs(
     store: SQLStorage, finished: int, scheduled: int, analyze: bool = True
 ) -> None:
     """Many enqueued jobs and a few due ones, as a long-running table looks; then ANALYZE."""
     jobs = store._tables.jobs.name
-    with store._engine.connect() as conn:
-        conn.exec_driver_sql(
-            f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
-            "updated_at) SELECT 'j' || n, 't', '{}', n, CASE WHEN n <= %(finished)s THEN "
-            "'enqueued' ELSE 'scheduled' END, 1, 0, 0 FROM generate_series(1, %(total)s) AS n",
-            {"finished": finished, "total": finished + scheduled},
-        )
-        if analyze:
-            conn.exec_driver_sql(f"ANALYZE {jobs}")
+    insert_and_analyze(
+        store,
+        jobs,
+        f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+        "updated_at) SELECT 'j' || n, 't', '{}', n, CASE WHEN n <= %(finished)s THEN "
+        "'enqueued' ELSE 'scheduled' END, 1, 0, 0 FROM generate_series(1, %(total)s) AS n",
+        {"finished": finished, "total": finished + scheduled},
+        analyze,
+    )
 
 
 @postgresql_only
@@ -339,15 +326,15 @@ def test_a_burst_into_a_table_not_yet_analysed_still_walks_the_due_index(pg: SQL
 def fill_with_recurring_jobs(store: SQLStorage, count: int, due: int) -> None:
     """Mostly enabled and not yet due, a tenth paused, a seventh ended, ``due`` due; ANALYZE."""
     table = store._tables.recurring.name
-    with store._engine.connect() as conn:
-        conn.exec_driver_sql(
-            f"INSERT INTO {table} (id, task, payload, schedule, enabled, next_run_at, history, "
-            "version, created_at, updated_at) SELECT 'r' || n, 't', '{}', '{}', mod(n, 10) <> 0, "
-            "CASE WHEN mod(n, 7) = 0 THEN NULL WHEN n <= %(due)s THEN n ELSE 4e9 + n END, "
-            "'[]', 1, 0, 0 FROM generate_series(1, %(count)s) AS n",
-            {"due": due, "count": count},
-        )
-        conn.exec_driver_sql(f"ANALYZE {table}")
+    insert_and_analyze(
+        store,
+        table,
+        f"INSERT INTO {table} (id, task, payload, schedule, enabled, next_run_at, history, "
+        "version, created_at, updated_at) SELECT 'r' || n, 't', '{}', '{}', mod(n, 10) <> 0, "
+        "CASE WHEN mod(n, 7) = 0 THEN NULL WHEN n <= %(due)s THEN n ELSE 4e9 + n END, "
+        "'[]', 1, 0, 0 FROM generate_series(1, %(count)s) AS n",
+        {"due": due, "count": count},
+    )
 
 
 @postgresql_only

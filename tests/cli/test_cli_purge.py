@@ -34,6 +34,11 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return code, out, err
 
 
+def purge(url: str, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``parallel-scheduler --storage-url URL purge ARGS``: what every test here runs."""
+    return run_cli(["--storage-url", url, "purge", *args], capsys)
+
+
 def fill(storage: Storage) -> dict[str, list[str]]:
     """Five cancelled and three enqueued jobs finished a moment ago, and two still scheduled."""
     now = storage.now()
@@ -65,20 +70,7 @@ def test_purge_deletes_the_finished_jobs_of_a_state_in_batches(
     # Given finished and scheduled jobs
     ids = fill(storage)
     # When the cancelled ones older than 0.1 s are purged, two per statement
-    code, out, _ = run_cli(
-        [
-            "--storage-url",
-            url,
-            "purge",
-            "--older-than",
-            "0.1",
-            "--state",
-            "cancelled",
-            "--batch",
-            "2",
-        ],
-        capsys,
-    )
+    code, out, _ = purge(url, capsys, "--older-than", "0.1", "--state", "cancelled", "--batch", "2")
     # Then all five went, and nothing else
     assert code == 0
     assert out.splitlines() == [
@@ -88,7 +80,7 @@ def test_purge_deletes_the_finished_jobs_of_a_state_in_batches(
     assert left(storage, ids["cancelled"]) == []
     assert left(storage, ids["enqueued"] + ids["scheduled"]) == ids["enqueued"] + ids["scheduled"]
     # And a purge of every finished state reports per state in JSON, scheduled jobs untouched
-    code, out, _ = run_cli(["--storage-url", url, "purge", "--older-than", "0.1", "--json"], capsys)
+    code, out, _ = purge(url, capsys, "--older-than", "0.1", "--json")
     assert code == 0
     report = json.loads(out)
     assert report["deleted"] == {"enqueued": 3, "cancelled": 0, "expired": 0}
@@ -101,7 +93,7 @@ def test_jobs_finished_within_older_than_stay(
     url: str, storage: Storage, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ids = fill(storage)
-    code, out, _ = run_cli(["--storage-url", url, "purge", "--older-than", "3600"], capsys)
+    code, out, _ = purge(url, capsys, "--older-than", "3600")
     assert code == 0 and out.splitlines()[-1].startswith("0 finished job(s)")
     assert left(storage, ids["cancelled"]) == ids["cancelled"]
 
@@ -113,19 +105,8 @@ def test_purging_an_unfinished_state_is_refused_in_one_line(
     # Given finished jobs
     ids = fill(storage)
     # When a purge names a state that is not finished
-    code, out, err = run_cli(
-        [
-            "--storage-url",
-            url,
-            "purge",
-            "--older-than",
-            "0",
-            "--state",
-            "enqueued",
-            "--state",
-            state,
-        ],
-        capsys,
+    code, out, err = purge(
+        url, capsys, "--older-than", "0", "--state", "enqueued", "--state", state
     )
     # Then it is refused with one line naming it, and nothing was deleted
     assert code == 2 and out == ""
@@ -140,12 +121,12 @@ def test_purge_defaults_to_the_retention_setting(
     ids = fill(storage)
     # Given a retention of 0: keep everything, so purge needs to be told what to delete
     monkeypatch.setenv("PARALLEL_SCHEDULER_RETENTION", "0")
-    code, _, err = run_cli(["--storage-url", url, "purge"], capsys)
+    code, _, err = purge(url, capsys)
     assert code == 2 and "--older-than" in err
     assert left(storage, ids["cancelled"]) == ids["cancelled"]
     # Given a retention of 0.1 s, purge deletes what finished before it
     monkeypatch.setenv("PARALLEL_SCHEDULER_RETENTION", "0.1")
-    code, out, _ = run_cli(["--storage-url", url, "purge", "--json"], capsys)
+    code, out, _ = purge(url, capsys, "--json")
     assert code == 0 and json.loads(out)["total"] == 8
     assert sum(storage.count_by_state().values()) == 2
 

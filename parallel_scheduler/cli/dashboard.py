@@ -13,6 +13,7 @@ import argparse
 import ipaddress
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from storage_adapters.extras import require_driver
@@ -44,24 +45,25 @@ def add_commands(commands: Any) -> None:
     board.set_defaults(handler=cmd_dashboard)
 
 
-def _port(raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"port {raw!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is not between 0 and 65535")
-    return port
+def _int_between(name: str, low: int, high: int) -> Callable[[str], int]:
+    """A parser of ``--<name>``: an integer from ``low`` to ``high``, refused by name otherwise."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {raw!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be between {low} and {high}, not {value}"
+            )
+        return value
+
+    return parse
 
 
-def _threads(raw: str) -> int:
-    try:
-        threads = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"threads {raw!r} is not a number") from None
-    if not 1 <= threads <= 256:
-        raise argparse.ArgumentTypeError(f"threads must be between 1 and 256, not {threads}")
-    return threads
+_port = _int_between("port", 0, 65535)
+_threads = _int_between("threads", 1, 256)
 
 
 def _auth(ns: argparse.Namespace) -> Any:

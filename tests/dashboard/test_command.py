@@ -87,3 +87,21 @@ def test_bad_credentials_are_refused_by_name(
     assert "USER:PASSWORD" in capsys.readouterr().err
     assert main(["--storage-url", store_url, "dashboard", "--token", "short"]) == 2
     assert "at least 8 characters" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "raw", "named"),
+    [
+        ("--port", "x", "port 'x' is not a number"),
+        ("--port", "65536", "port must be between 0 and 65535, not 65536"),
+        ("--threads", "0", "threads must be between 1 and 256, not 0"),
+        ("--threads", "y", "threads 'y' is not a number"),
+    ],
+)
+def test_a_bad_port_or_thread_count_is_refused_by_name(
+    store_url: str, capsys: pytest.CaptureFixture[str], option: str, raw: str, named: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--storage-url", store_url, "dashboard", option, raw])
+    assert exited.value.code == 2
+    assert named in capsys.readouterr().err

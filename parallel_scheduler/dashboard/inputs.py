@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
+from typing import TypeVar
 
 from markupsafe import Markup
 
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 MAX_TEXT = 500
+
+_N = TypeVar("_N", int, float)
 
 
 class BadInput(ParallelSchedulerError):
@@ -139,28 +142,32 @@ def parse_instant(
     return epoch
 
 
-def parse_int(values: Mapping[str, str], field: str, default: int, low: int, high: int) -> int:
-    text = parse_text(values, field, 20)
+def _parse_number(
+    values: Mapping[str, str], field: str, width: int, convert: Callable[[str], _N], what: str
+) -> _N | None:
+    """``field`` read by ``convert`` (``int`` or ``float``), ``None`` when it is empty; text
+    ``convert`` refuses is named with ``what`` it should have been."""
+    text = parse_text(values, field, width)
     if text is None:
-        return default
+        return None
     try:
-        number = int(text)
+        return convert(text)
     except ValueError:
-        raise BadInput(f"{field} {text!r} is not a whole number") from None
+        raise BadInput(f"{field} {text!r} is not {what}") from None
+
+
+def parse_int(values: Mapping[str, str], field: str, default: int, low: int, high: int) -> int:
+    number = _parse_number(values, field, 20, int, "a whole number")
+    if number is None:
+        return default
     if not low <= number <= high:
         raise BadInput(f"{field} must be between {low} and {high}, not {number}")
     return number
 
 
 def parse_seconds(values: Mapping[str, str], field: str) -> float | None:
-    text = parse_text(values, field, 40)
-    if text is None:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise BadInput(f"{field} {text!r} is not a number of seconds") from None
-    if not math.isfinite(seconds):
+    seconds = _parse_number(values, field, 40, float, "a number of seconds")
+    if seconds is not None and not math.isfinite(seconds):
         raise BadInput(f"{field} must be a finite number of seconds")
     return seconds
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
@@ -63,63 +63,46 @@ class PrometheusRecorder:
     """The ``MetricsRecorder`` behind ``/metrics``: one Prometheus object per metric."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        def name(short: str) -> str:
-            return PREFIX + short
+        def counter(short: str, doc: str, *labels: str) -> Counter:
+            return Counter(PREFIX + short, doc, labels, registry=registry)
 
-        self._released = Counter(
-            name("released"),
-            "Jobs handed to the broker, by release path",
-            ["path"],
-            registry=registry,
+        def gauge(short: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(PREFIX + short, doc, labels, registry=registry)
+
+        def histogram(short: str, doc: str, buckets: Sequence[float], *labels: str) -> Histogram:
+            return Histogram(PREFIX + short, doc, labels, buckets=buckets, registry=registry)
+
+        self._released = counter("released", "Jobs handed to the broker, by release path", "path")
+        self._release_errors = counter(
+            "release_errors", "Claimed jobs not released cleanly, by reason", "reason"
         )
-        self._release_errors = Counter(
-            name("release_errors"),
-            "Claimed jobs not released cleanly, by reason",
-            ["reason"],
-            registry=registry,
+        self._recovered = counter(
+            "claims_recovered", "Claims of dead or stalled releasers taken back"
         )
-        self._recovered = Counter(
-            name("claims_recovered"),
-            "Claims of dead or stalled releasers taken back",
-            registry=registry,
+        self._expired = counter(
+            "expired", "Jobs whose expiry passed before release (marked Expired, not sent)"
         )
-        self._expired = Counter(
-            name("expired"),
-            "Jobs whose expiry passed before release (marked Expired, not sent)",
-            registry=registry,
-        )
-        self._pass_seconds = Histogram(
-            name("pass_seconds"),
+        self._pass_seconds = histogram(
+            "pass_seconds",
             "Duration of passes that held the lock, by scheduler kind",
-            ["kind"],
-            buckets=PASS_BUCKETS,
-            registry=registry,
+            PASS_BUCKETS,
+            "kind",
         )
-        self._lateness = Histogram(
-            name("release_lateness_seconds"),
+        self._lateness = histogram(
+            "release_lateness_seconds",
             "Due time to send time (storage clock), per job",
-            buckets=LATENESS_BUCKETS,
-            registry=registry,
+            LATENESS_BUCKETS,
         )
-        self._lock_held = Gauge(
-            name("lock_held"),
-            "1 while this instance is the active holder of the lock",
-            ["lock"],
-            registry=registry,
+        self._lock_held = gauge(
+            "lock_held", "1 while this instance is the active holder of the lock", "lock"
         )
-        self._heartbeat = Gauge(
-            name("heartbeat_timestamp_seconds"),
+        self._heartbeat = gauge(
+            "heartbeat_timestamp_seconds",
             "Epoch seconds of this instance's last heartbeat written to storage (0: none yet)",
-            registry=registry,
         )
-        self._fired = Counter(
-            name("firings"), "Firing jobs created by recurring schedules", registry=registry
-        )
-        self._misfires = Counter(
-            name("misfires"),
-            "Recurring ticks missed by more than the grace, by misfire policy",
-            ["policy"],
-            registry=registry,
+        self._fired = counter("firings", "Firing jobs created by recurring schedules")
+        self._misfires = counter(
+            "misfires", "Recurring ticks missed by more than the grace, by misfire policy", "policy"
         )
         # Every labelled series exists from the start at 0, so rate() and alerts see it at once.
         for path in RELEASE_PATHS:

@@ -5,8 +5,8 @@ writes, and the tolerant reading of a stored record back (one bad record never s
 from __future__ import annotations
 
 from .checks import epoch_seconds, stored_seconds
-from .errors import InvalidArgumentError, InvalidIdentifierError
-from .records import InstanceRecord
+from .errors import InvalidArgumentError
+from .records import InstanceRecord, check_key_part
 
 __all__ = [
     "MAX_HOST_LENGTH",
@@ -28,18 +28,7 @@ MAX_DETAILS_LENGTH = 64 * 1024
 
 def check_instance_id(instance_id: str) -> str:
     """Ids become Redis key parts: printable, no spaces, bounded length."""
-    if not isinstance(instance_id, str) or not instance_id:
-        raise InvalidIdentifierError("instance id must be a non-empty string")
-    if len(instance_id) > MAX_INSTANCE_ID_LENGTH:
-        raise InvalidIdentifierError(
-            f"instance id is {len(instance_id)} characters long; "
-            f"the limit is {MAX_INSTANCE_ID_LENGTH}"
-        )
-    if not instance_id.isprintable() or any(c.isspace() for c in instance_id):
-        raise InvalidIdentifierError(
-            f"instance id {instance_id!r} has whitespace or unprintable characters"
-        )
-    return instance_id
+    return check_key_part("instance id", instance_id, MAX_INSTANCE_ID_LENGTH)
 
 
 def check_details(details: str) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "NewRecurring",
     "RecurringRecord",
     "SaveMode",
+    "check_key_part",
     "validate_job_id",
     "validate_lock_name",
     "validate_prefix",
@@ -210,14 +211,20 @@ def validate_lock_name(name: str) -> str:
     return name
 
 
+def check_key_part(what: str, value: str, limit: int) -> str:
+    """An id that becomes part of a Redis key (``what``: "job id", "instance id"): a non-empty
+    string of at most ``limit`` characters, printable, without whitespace."""
+    if not isinstance(value, str) or not value:
+        raise InvalidIdentifierError(f"{what} must be a non-empty string")
+    if len(value) > limit:
+        raise InvalidIdentifierError(
+            f"{what} is {len(value)} characters long; the limit is {limit}"
+        )
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise InvalidIdentifierError(f"{what} {value!r} has whitespace or unprintable characters")
+    return value
+
+
 def validate_job_id(job_id: str) -> str:
     """Job ids become Redis keys and Celery task ids: printable, no spaces, bounded length."""
-    if not isinstance(job_id, str) or not job_id:
-        raise InvalidIdentifierError("job id must be a non-empty string")
-    if len(job_id) > MAX_JOB_ID_LENGTH:
-        raise InvalidIdentifierError(
-            f"job id is {len(job_id)} characters long; the limit is {MAX_JOB_ID_LENGTH}"
-        )
-    if not job_id.isprintable() or any(c.isspace() for c in job_id):
-        raise InvalidIdentifierError(f"job id {job_id!r} has whitespace or unprintable characters")
-    return job_id
+    return check_key_part("job id", job_id, MAX_JOB_ID_LENGTH)

@@ -13,6 +13,7 @@ from typing import Any
 from celery import beat
 
 from ..scheduler_service import SchedulerService
+from ..startup import log_start
 from .integration import get_integration
 
 __all__ = ["DurableScheduler"]
@@ -31,6 +32,7 @@ class DurableScheduler(beat.Scheduler):  # type: ignore[misc]
 
     def setup_schedule(self) -> None:
         self._service = get_integration(self.app).make_service()
+        log_start(self._service)
         self._service.start()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:

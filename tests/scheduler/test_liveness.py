@@ -7,6 +7,7 @@ heartbeat never stop it, and a stored password never reaches the record.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -224,14 +225,20 @@ def test_a_malformed_record_is_shown_flagged(
     assert "details are not JSON" in capsys.readouterr().out
 
 
-def test_the_beat_scheduler_heartbeats_and_removes_itself(store: Store) -> None:
+def test_the_beat_scheduler_heartbeats_and_removes_itself(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given Celery beat's scheduler class on an app configured for this store
     app = Celery("liveness_beat", broker="memory://")
     app.conf.parallel_scheduler_storage_url = store.url
     app.conf.parallel_scheduler_prefix = store.prefix
     app.conf.parallel_scheduler_heartbeat_interval = INTERVAL
+    caplog.set_level(logging.INFO, logger="parallel_scheduler.startup")
     beat = DurableScheduler(app, lazy=False)
     try:
+        # Then it logged the one start-up line, naming its instance id (its lock owner)
+        starts = [r for r in caplog.records if r.name == "parallel_scheduler.startup"]
+        assert len(starts) == 1 and "starting: instance" in starts[0].getMessage()
         # Then it registered as a scheduler instance, and keeps beating
         (record,) = store.storage.list_instances()
         assert record.pid == os.getpid()

@@ -11,6 +11,8 @@ deferred transaction that later needs it fails with "database is locked" without
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,11 +69,32 @@ def _serialise_schema_changes(conn: Connection, prefix: str) -> None:
 def _configure(dbapi_connection: Any, connection_record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(cursor)
         # A build may default WAL to NORMAL, which can lose the last commits on power loss.
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch the file to WAL, waiting (up to the busy timeout) for other connections' locks.
+
+    SQLite does not call its busy handler for this switch: on a brand-new file that several
+    processes open at once (every scheduler's first ``setup``), the connections racing to switch
+    it, or one holding its set-up transaction, answer "database is locked" at once. Once the file
+    is in WAL (it stays so), the statement returns immediately.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 # julianday('now') is fixed for the whole statement and read once the statement holds its lock,

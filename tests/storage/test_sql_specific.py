@@ -7,6 +7,8 @@ prefix and drops only its own tables.
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 from psycopg.pq import Trace
 
+import storage_adapters
 from storage_adapters import (
     ClaimedJob,
     Firing,
@@ -519,3 +522,28 @@ def test_sqlite_processes_queue_for_the_writer_instead_of_failing(tmp_path: Path
     check = SQLiteStorage(url)
     assert check.count_by_state()[JobState.SCHEDULED] == 0
     check.close()
+
+
+def test_a_new_sqlite_file_locked_by_another_connection_is_waited_for(tmp_path: Path) -> None:
+    # Given a brand-new SQLite file (not yet in WAL) that another process holds locked for 0.5 s
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE other (x INTEGER)")
+    holder.execute("BEGIN EXCLUSIVE")
+    releaser = threading.Timer(0.5, holder.rollback)
+    releaser.start()
+    try:
+        # When a storage opens it and sets up (its first connection switches the file to WAL,
+        # which SQLite does not retry on its busy handler)
+        storage = storage_adapters.from_url(f"sqlite:///{path}", prefix=unique_prefix())
+        try:
+            storage.setup()
+            # Then it waited for the lock instead of failing with "database is locked"
+            assert storage.count_by_state() is not None
+        finally:
+            storage.close()
+    finally:
+        releaser.join()
+        holder.close()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"

@@ -20,10 +20,14 @@ import parallel_scheduler
 import parallel_scheduler.celery
 import storage_adapters
 from parallel_scheduler import Client
+from parallel_scheduler.dashboard import create_app
 from storage_adapters import MissingExtraError, from_url
 
 # Modules whose one job is speaking to Redis: they need the [redis] extra, by design.
 REDIS_ONLY = ("__main__", ".redis", ".redis_recurring", ".redis_lists", ".idempotent")
+# The web dashboard's pages are Flask code: they need the [dashboard] extra, by design (the
+# package itself imports, and create_app names the extra; checked below).
+DASHBOARD_PAGES = "parallel_scheduler.dashboard."
 
 
 def check_clean_environment() -> None:
@@ -37,7 +41,7 @@ def check_every_module_imports() -> None:
     broken = []
     for package in (parallel_scheduler, storage_adapters):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if module.name.endswith(REDIS_ONLY):
+            if module.name.endswith(REDIS_ONLY) or module.name.startswith(DASHBOARD_PAGES):
                 continue
             try:
                 importlib.import_module(module.name)
@@ -77,6 +81,7 @@ def check_missing_extras_are_named() -> None:
     expect_missing_extra(
         "IdempotentTask", "redis", lambda: parallel_scheduler.celery.IdempotentTask
     )
+    expect_missing_extra("the web dashboard", "dashboard", create_app)
 
     app = Celery("core", broker="redis://127.0.0.1:1/0", set_as_current=False)
     app.conf.parallel_scheduler_eta_threshold = 60

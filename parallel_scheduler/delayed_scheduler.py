@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from storage_adapters import ClaimedJob, Storage
 
-from .dispatchers import Dispatcher
+from .dispatchers import Dispatcher, release_path
 from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
@@ -121,7 +121,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         )
         outcomes = sum(counters, Counter[Outcome]())
         self.metrics.released("one_script", len(moved))
-        path = "fast_publish" if self.settings.fast_publish else "batch"
+        path = release_path(self._dispatcher)
         record_outcomes(self.metrics, path, outcomes)
         return len(moved) + len(claims), outcomes + Counter({Outcome.RELEASED: len(moved)})
 

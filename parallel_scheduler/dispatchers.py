@@ -21,6 +21,7 @@ __all__ = [
     "Dispatcher",
     "KeepGoing",
     "always",
+    "release_path",
 ]
 
 #: Asked before each job of a batch is sent; ``False`` stops the batch (see ``LeaseLost``).
@@ -57,6 +58,15 @@ class Dispatcher(Protocol):
         """
 
 
+def release_path(dispatcher: object) -> str:
+    """The metrics path label of a chunk released through ``dispatcher`` in batch mode:
+    ``fast_publish`` for one that hands a chunk to the broker in one round trip (its class says
+    so with ``publishes_chunks = True``), else ``batch``. Asked of the dispatcher in use, not of
+    the ``fast_publish`` setting, which a broker without a fast path turns into ``send_task``.
+    Not a ``Dispatcher`` member: any object with the two methods stays a dispatcher."""
+    return "fast_publish" if getattr(dispatcher, "publishes_chunks", False) is True else "batch"
+
+
 def dispatch_each(
     dispatcher: Dispatcher, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always
 ) -> None:
@@ -72,6 +82,8 @@ def dispatch_each(
 
 class CallableDispatcher:
     """Serves any worker system: calls ``fn(task, args, kwargs, options, job_id)`` per job."""
+
+    publishes_chunks = False  # one call per job (see ``release_path``)
 
     def __init__(self, fn: Callable[[str, list[Any], dict[str, Any], dict[str, Any], str], None]):
         self._fn = fn

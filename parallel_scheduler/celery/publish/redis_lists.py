@@ -68,6 +68,8 @@ _SEPARATOR = "\x06\x16"
 class RedisPublisher:
     """A ``Dispatcher`` for apps whose broker is Redis."""
 
+    publishes_chunks = True  # one MULTI/LPUSH per chunk (see ``dispatchers.release_path``)
+
     def __init__(self, app: Any) -> None:
         url = str(app.conf.broker_url or "")
         if not url.startswith(_REDIS_SCHEMES):

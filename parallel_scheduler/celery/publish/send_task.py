@@ -34,6 +34,8 @@ class CeleryDispatcher:
     which makes duplicates detectable (and skippable) on the worker side.
     """
 
+    publishes_chunks = False  # one publish per job (see ``dispatchers.release_path``)
+
     def __init__(self, app: Any) -> None:
         self.app = app
 

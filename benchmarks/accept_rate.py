@@ -16,83 +16,24 @@ all Scheduled. Ids and arguments come from ``--seed``; the JSON output refuses t
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
-import threading
-import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.accept_runs import accept_once
+from harness.release_runs import CheckFailed, job_specs
 from harness.report import refuse_existing, write_once
-
-import storage_adapters
-from parallel_scheduler import Client, JobSpec, JobState, Settings
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def one_run(args: argparse.Namespace, shape: str, jobs: int, seed: int) -> dict[str, float]:
-    prefix = "benchaccept" + uuid.uuid4().hex[:8]
-    storage = storage_adapters.from_url(
-        args.storage_url, prefix=prefix, pool_size=max(args.callers, 1)
-    )
-    storage.setup()
-    client = Client(storage=storage, settings=Settings(storage_url=args.storage_url))
-    rng = random.Random(seed)
-    specs = [
-        JobSpec(
-            "bench.noop",
-            args=[i, rng.random()],
-            kwargs={"k": "v" * 8},
-            options={"queue": "q"},
-            id=f"j{i}",
-            countdown=3600,
-        )
-        for i in range(jobs)
-    ]
-    shares = [specs[c :: args.callers] for c in range(args.callers)]
-    latencies: list[float] = []
-    guard = threading.Lock()
-
-    def bulk(share: list[JobSpec]) -> None:
-        for first in range(0, len(share), args.call_size):
-            client.schedule_many(share[first : first + args.call_size])
-
-    def single(share: list[JobSpec]) -> None:
-        mine = []
-        for spec in share:
-            started = time.perf_counter()
-            client.schedule_many([spec])
-            mine.append(time.perf_counter() - started)
-        with guard:
-            latencies.extend(mine)
-
-    work: Callable[[list[JobSpec]], None] = bulk if shape == "bulk" else single
-    threads = [threading.Thread(target=work, args=(share,)) for share in shares]
+    specs = job_specs(jobs, seed, "q", countdown=3600)
     try:
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        counts = storage.count_by_state()  # the oracle, before the figure is kept
-        if counts[JobState.SCHEDULED] != jobs or sum(counts.values()) != jobs:
-            sys.exit(f"{shape}: storage holds {dict(counts)}, expected {jobs} scheduled")
-        result = {"jobs_per_s": jobs / elapsed}
-        if latencies:
-            result |= {f"p{q}_ms": _percentile(latencies, q) * 1000 for q in (50, 90, 99)}
-        return result
-    finally:
-        storage.drop()
-        client.close()
-        storage.close()
+        return accept_once(
+            args.storage_url, specs, shape=shape, callers=args.callers, call_size=args.call_size
+        )
+    except CheckFailed as failed:
+        sys.exit(str(failed))
 
 
 def main() -> None:

@@ -35,7 +35,6 @@ holding the million (not measured: that would need ~8 GiB and a very long run).
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -52,7 +51,7 @@ from harness.memory_report import summary
 from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles
 from harness.processes import ready_count, start_process, stop_process, wait_until
-from harness.report import conclude, environment, options
+from harness.report import conclude, environment, load_average, options
 from harness.service_process import ServiceConfig, ServiceProcess
 from harness.systems import BurstConfig, RunContext, scenario_environment
 from harness.waiting_jobs import specs, storage_footprint, store_waiting
@@ -234,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "memory",
         "passed": not failed,
         "options": options(ns),
-        "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "environment": {**env, "load_average_at_end": load_average()},
         "target": "scheduler process RSS <= 150 MB with 1,000,000 jobs waiting",
         "storages": storages,
         "plain_celery": plain,

@@ -25,144 +25,47 @@ The JSON output (``--out``) refuses to overwrite an existing file.
 from __future__ import annotations
 
 import argparse
-import random
-import resource
 import statistics
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import redis
-from harness.amqp import delete_queue, drain_ids, queue_count
-from harness.brokers import queued_ids
-from harness.celery_apps import build_celery_app
+from harness.release_runs import CheckFailed, ReleasePath, release_once
 from harness.report import load_average, refuse_existing, write_once
 
-import storage_adapters
-from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobState, Settings
-from parallel_scheduler.dispatchers import Dispatcher
-from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
-from parallel_scheduler.jobs import JobSpec
-from storage_adapters import Storage
-
-#: broker -> path -> (release mode, dispatcher, broker messages built at accept time)
+#: broker -> path -> how it is configured
 PATHS = {
     "redis": {
-        "per_job + send_task": ("per_job", "send_task", False),
-        "batch + send_task": ("batch", "send_task", False),
-        "batch + fast publish": ("batch", "fast", False),
-        "batch + fast publish + accept-time messages": ("batch", "fast", True),
+        "per_job + send_task": ReleasePath("per_job", "send_task", False),
+        "batch + send_task": ReleasePath("batch", "send_task", False),
+        "batch + fast publish": ReleasePath("batch", "fast", False),
+        "batch + fast publish + accept-time messages": ReleasePath("batch", "fast", True),
     },
     "amqp": {
-        "per_job + send_task": ("per_job", "send_task", False),
-        "batch + send_task": ("batch", "send_task", False),
-        "batch + AmqpPublisher (transaction)": ("batch", "transaction", False),
-        "batch + AmqpPublisher (confirms)": ("batch", "confirms", False),
+        "per_job + send_task": ReleasePath("per_job", "send_task", False),
+        "batch + send_task": ReleasePath("batch", "send_task", False),
+        "batch + AmqpPublisher (transaction)": ReleasePath("batch", "transaction", False),
+        "batch + AmqpPublisher (confirms)": ReleasePath("batch", "confirms", False),
     },
 }
 DEFAULT_URL = {"redis": "redis://127.0.0.1:6379/0", "amqp": "amqp://guest:guest@127.0.0.1:5672//"}
 BASELINE = {"redis": "per_job + send_task", "amqp": "batch + send_task"}
 
 
-def store_due_jobs(
-    storage: Storage, jobs: int, rng: random.Random, queue: str, maker: EnvelopeMaker | None
-) -> None:
-    now = storage.now()
-    for first in range(0, jobs, 5000):
-        specs = [
-            JobSpec(
-                "bench.noop",
-                args=[i, rng.random()],
-                kwargs={"k": "v" * 8},
-                options={"queue": queue},
-                id=f"j{i}",
-            )
-            for i in range(first, min(jobs, first + 5000))
-        ]
-        storage.add_jobs(with_envelopes([spec.encode(now - 1) for spec in specs], maker))
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def dispatcher_for(kind: str, app: Any) -> Dispatcher:
-    if kind == "send_task":
-        return CeleryDispatcher(app)
-    if kind == "fast":
-        from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
-
-        return RedisPublisher(app)
-    from parallel_scheduler.celery.publish.amqp import AmqpPublisher
-
-    return AmqpPublisher(app, guarantee=kind)  # type: ignore[arg-type]
-
-
-def check_broker(
-    args: argparse.Namespace, path: str, queue: str, kind: str, at_return: int
-) -> None:
-    """The broker's oracle: the queue holds each of the N jobs exactly once."""
-    expected = {f"j{i}" for i in range(args.jobs)}
-    if args.broker == "redis":
-        ids = queued_ids(redis.Redis.from_url(args.broker_url), queue)
-        held = sum(ids.values())
-    else:
-        if kind not in ("send_task", "fast") and at_return != args.jobs:
-            sys.exit(f"{path}: the pass returned with {at_return} of {args.jobs} in the queue")
-        held, ids = drain_ids(args.broker_url, queue, args.jobs)
-    if held != args.jobs or set(ids) != expected or max(ids.values()) != 1:
-        sys.exit(f"{path}: the queue held {held} messages, not each of {args.jobs} jobs once")
-
-
-def remove_queue(args: argparse.Namespace, queue: str) -> None:
-    if args.broker == "amqp":
-        delete_queue(args.broker_url, queue)
-        return
-    broker = redis.Redis.from_url(args.broker_url)
-    for key in broker.scan_iter(match=f"{queue}*"):
-        broker.delete(key)
-    broker.delete(f"_kombu.binding.{queue}")
-
-
 def one_run(args: argparse.Namespace, path: str, seed: int) -> tuple[float, float]:
-    """jobs/s, and the CPU seconds this process spent per 1,000 jobs released."""
-    release_mode, kind, envelopes = PATHS[args.broker][path]
-    prefix = "bench" + uuid.uuid4().hex[:8]
-    queue = f"ps-bench-{'amqp-' if args.broker == 'amqp' else ''}{prefix}"
-    storage = storage_adapters.from_url(args.storage_url, prefix=prefix, pool_size=args.parallelism)
-    storage.setup()
-    app = build_celery_app(args.broker_url, queue, name="bench", isolated=False)
-    dispatcher = dispatcher_for(kind, app)
+    """jobs/s, and the CPU milliseconds this process spent per 1,000 jobs released."""
     try:
-        maker = dispatcher if envelopes else None
-        store_due_jobs(storage, args.jobs, random.Random(seed), queue, maker)  # type: ignore[arg-type]
-        settings = Settings(
-            release_mode=release_mode,  # type: ignore[arg-type]
+        return release_once(
+            PATHS[args.broker][path],
+            broker_url=args.broker_url,
+            storage_url=args.storage_url,
+            jobs=args.jobs,
+            seed=seed,
             batch_size=args.batch_size,
-            max_degree_of_parallelism=args.parallelism,
+            parallelism=args.parallelism,
         )
-        scheduler = DelayedJobScheduler(storage, dispatcher, settings)
-        started, cpu = time.perf_counter(), cpu_seconds()
-        stats = scheduler.run_once()
-        elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu
-        at_return = queue_count(args.broker_url, queue) if args.broker == "amqp" else 0
-        scheduler.close()
-        # The oracles, before the figure is kept
-        counts = storage.count_by_state()
-        if counts[JobState.ENQUEUED] != args.jobs or stats.released != args.jobs:
-            sys.exit(f"{path}: {counts} released={stats.released}, expected {args.jobs} enqueued")
-        check_broker(args, path, queue, kind, at_return)
-        return args.jobs / elapsed, cpu * 1000 / args.jobs
-    finally:
-        close = getattr(dispatcher, "close", None)
-        if args.broker == "amqp" and close is not None:
-            close()
-        remove_queue(args, queue)
-        storage.drop()
-        storage.close()
+    except CheckFailed as failed:
+        sys.exit(f"{path}: {failed}")
 
 
 def measure(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -173,8 +76,8 @@ def measure(args: argparse.Namespace, results: dict[str, Any]) -> None:
     def keep(path: str, r: int) -> None:
         rate, cpu = one_run(args, path, args.seed + r)
         rows[path]["jobs_per_s"].append(rate)
-        rows[path]["cpu_ms_per_1000"].append(cpu * 1000)
-        print(f"round {r + 1}, {path}: {rate:,.0f} jobs/s, {cpu * 1000:,.0f} ms CPU per 1,000")
+        rows[path]["cpu_ms_per_1000"].append(cpu)
+        print(f"round {r + 1}, {path}: {rate:,.0f} jobs/s, {cpu:,.0f} ms CPU per 1,000")
 
     for path in args.paths:
         rows[path] = {"jobs_per_s": [], "cpu_ms_per_1000": []}

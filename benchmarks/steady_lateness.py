@@ -45,7 +45,6 @@ Ids and payloads come from ``--seed``. ``--out`` (JSON) is never overwritten.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -67,7 +66,7 @@ from harness.measure import ResourceMonitor, process_groups
 from harness.options import add_broker, add_run_options, parse_checked
 from harness.oracles import executions, oracles
 from harness.oracles import wait_for_completion as wait_for_executions
-from harness.report import conclude, environment, options
+from harness.report import conclude, environment, load_average, options
 from harness.service_system import ServiceScheduler as SteadyScheduler
 from harness.steady_report import TARGET_P99_MS, summary
 from harness.systems import BurstConfig, RunContext
@@ -234,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "steady_lateness",
         "passed": not failed,
         "options": options(ns),
-        "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "environment": {**env, "load_average_at_end": load_average()},
         "target": f"p99 due -> sent <= {TARGET_P99_MS:g} ms",
         "lateness_measured_by": "job_released signal sent_at (storage clock), after the broker "
         "accepted the message and the job was marked Enqueued; started: worker clock + offset",

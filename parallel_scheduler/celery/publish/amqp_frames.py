@@ -18,6 +18,7 @@ import amqp  # type: ignore[import-untyped]
 from amqp import spec
 from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
 
+from .message_template import expiration as expiration_ms
 from .message_template import expires_header, short_repr
 
 __all__ = ["Message", "Template", "TooLarge", "frames", "matches_py_amqp", "properties", "splice"]
@@ -144,7 +145,7 @@ def properties(
         flags, expiration = template.flags, b""
     else:
         entries += _entry(_EXPIRES, expires_header(expires))
-        milliseconds = int(max(0.0, float(expires) - now) * 1000)
+        milliseconds = expiration_ms(expires, now)
         flags, expiration = template.flags_expiring, _shortstr(b"%d" % milliseconds)
     return b"".join(
         (

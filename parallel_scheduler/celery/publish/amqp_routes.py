@@ -9,12 +9,11 @@ from typing import Any
 
 import amqp  # type: ignore[import-untyped]
 from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
-from celery.utils.functional import maybe_list
 from kombu.common import Broadcast
 from kombu.entity import Queue
 
 from .amqp_frames import PER_JOB_HEADERS, Template, matches_py_amqp, splice
-from .message_template import dumps, sample_message, template_options
+from .message_template import delivery_mode, dumps, sample_message, send_task_options
 
 __all__ = ["make_template"]
 
@@ -29,7 +28,6 @@ _SENDER_KEYS = frozenset(
 _PROPERTY_NAMES = frozenset(name for name, _ in amqp.Message.PROPERTIES)
 #: The options ``send_task`` hands its router (the rest go to the message builder).
 _ROUTED = frozenset({"queue", "exchange", "routing_key", "priority", "headers", "delivery_mode"})
-_DELIVERY_MODES = {"transient": 1, "persistent": 2}  # kombu's names for them
 
 
 def make_template(app: Any, task: str, stored: dict[str, Any], origin: str) -> Template | None:
@@ -50,41 +48,16 @@ def make_template(app: Any, task: str, stored: dict[str, Any], origin: str) -> T
     headers.update(route.get("headers") or {})
     for name in PER_JOB_HEADERS[:4]:
         headers.pop(name, None)
-    delivery_mode = (
-        route.get("delivery_mode")
-        or getattr(queue.exchange, "delivery_mode", None)
-        or app.conf.task_default_delivery_mode
-    )
     values = {
         "content_type": "application/json",
         "content_encoding": "utf-8",
-        "delivery_mode": _DELIVERY_MODES.get(delivery_mode, delivery_mode) or 2,
+        "delivery_mode": delivery_mode(app, route, queue),
         "priority": route.get("priority", 0),  # kombu's default when the route has none
         "reply_to": sample.properties.get("reply_to"),
     }
     method = amqp_dumps("Bssbb", (0, exchange, routing_key, True, False))
     template = splice(queue, method, values, headers, dumps(sample.body[2]))
     return template if matches_py_amqp(template, values, headers) else None
-
-
-def send_task_options(app: Any, task: str, stored: dict[str, Any]) -> dict[str, Any] | None:
-    """The stored options as ``send_task`` would see them (the registered task's own options
-    under the call's), or ``None`` when the fast path cannot carry them."""
-    options = template_options(stored)
-    for name in ("link", "link_error"):
-        if options.get(name) is not None:
-            options[name] = maybe_list(options[name])
-    registered = app._tasks.get(task)
-    if registered is not None and hasattr(registered, "_get_exec_options"):
-        own = {k: v for k, v in registered._get_exec_options().items() if v is not None}
-        if "expires" in own and "expires" not in stored:
-            return None  # a relative expiry counted from the release: per job
-        options = {**own, **options}
-    if options.pop("immediate", None) or options.pop("mandatory", None):
-        return None
-    if (options.get("serializer") or "json") != "json" or options.get("compression"):
-        return None
-    return options
 
 
 def destination(app: Any, route: dict[str, Any]) -> tuple[Any, str, str] | None:

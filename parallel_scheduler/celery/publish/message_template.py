@@ -21,11 +21,14 @@ from .send_task import celery_options
 __all__ = [
     "REPR_LIMIT",
     "carries_own_identity",
+    "delivery_mode",
     "dumps",
+    "expiration",
     "expires_header",
     "options_key",
     "origin",
     "sample_message",
+    "send_task_options",
     "short_repr",
     "template_options",
 ]
@@ -50,6 +53,27 @@ def origin() -> str:
 def expires_header(expires: float) -> str:
     """A stored expiry (epoch seconds) as the ISO 8601 ``expires`` header Celery sends."""
     return datetime.fromtimestamp(expires, timezone.utc).isoformat()
+
+
+def expiration(expires: float, now: float) -> int:
+    """The per-message TTL kombu's producer sets from the expiry ``send_task`` hands it: the
+    milliseconds left at publish, none below 0 (the ``expiration`` property, as text)."""
+    return int(max(0.0, float(expires) - now) * 1000)
+
+
+#: kombu's names for the delivery modes a route or call may give.
+_DELIVERY_MODES = {"transient": 1, "persistent": 2}
+
+
+def delivery_mode(app: Any, route: dict[str, Any], queue: Any) -> int:
+    """The delivery mode ``send_task`` publishes with: the route's, else the queue exchange's,
+    else the app's default, by number (persistent when none says)."""
+    mode = (
+        route.get("delivery_mode")
+        or getattr(queue.exchange, "delivery_mode", None)
+        or app.conf.task_default_delivery_mode
+    )
+    return int(_DELIVERY_MODES.get(mode, mode) or 2)
 
 
 def options_key(stored: dict[str, Any]) -> str:
@@ -86,3 +110,23 @@ def sample_message(
         shadow=options.get("shadow"), ignore_result=options.get("ignore_result"),
         chain=options.get("chain"), reply_to=options.get("reply_to"), origin=origin,
     )  # fmt: skip
+
+
+def send_task_options(app: Any, task: str, stored: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored options as ``send_task`` would see them (the registered task's own options
+    under the call's), or ``None`` when the fast path cannot carry them."""
+    options = template_options(stored)
+    for name in ("link", "link_error"):
+        if options.get(name) is not None:
+            options[name] = maybe_list(options[name])
+    registered = app._tasks.get(task)
+    if registered is not None and hasattr(registered, "_get_exec_options"):
+        own = {k: v for k, v in registered._get_exec_options().items() if v is not None}
+        if "expires" in own and "expires" not in stored:
+            return None  # a relative expiry counted from the release: per job
+        options = {**own, **options}
+    if options.pop("immediate", None) or options.pop("mandatory", None):
+        return None
+    if (options.get("serializer") or "json") != "json" or options.get("compression"):
+        return None
+    return options

@@ -7,15 +7,19 @@ properties a worker expects), wraps it the way kombu's Redis transport does, and
 chunk with one ``MULTI``/``LPUSH``/``EXEC``: all of it or none of it.
 
 It serves what the Redis transport would deliver straight to a list: queues on direct exchanges
-(Celery's default, and what ``task_routes`` to a queue name produce). Anything else (fanout or
-topic exchanges, serializers other than JSON) goes through ``send_task`` as usual. Celery's
-``before_task_publish``/``after_task_publish`` signals are not sent for fast-path messages.
+(Celery's default, and what ``task_routes`` to a queue name produce), JSON bodies without
+compression. Anything else (fanout or topic exchanges; a serializer other than JSON or a
+compression, whether the app's, the registered task's or the call's own) goes through
+``send_task`` as usual. Celery's ``before_task_publish``/``after_task_publish`` signals are not
+sent for fast-path messages.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +33,13 @@ from ...envelopes import decode_envelope, encode_envelope, release_facts
 from ...errors import ConfigurationError
 from .message_template import (
     carries_own_identity,
+    delivery_mode,
+    expiration,
     expires_header,
     options_key,
     origin,
     sample_message,
-    template_options,
+    send_task_options,
 )
 from .message_template import dumps as _dumps
 from .message_template import short_repr as _short_repr
@@ -43,7 +49,7 @@ __all__ = ["RedisPublisher"]
 
 
 _PER_JOB_HEADERS = ("id", "root_id", "argsrepr", "kwargsrepr")
-_PER_JOB_PROPERTIES = ("correlation_id", "delivery_tag")
+_PER_JOB_PROPERTIES = ("correlation_id", "delivery_tag", "expiration")
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,13 @@ def _members(mapping: dict[str, Any], leave_out: tuple[str, ...]) -> str:
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 _DEFAULT_PRIORITY_STEPS = (0, 3, 6, 9)
+_MAX_PRIORITY = 9  # kombu's virtual channel: a message priority is held to 0..9
 _SEPARATOR = "\x06\x16"
+
+
+def _direct(queue: Any) -> bool:
+    """Whether the Redis transport delivers to ``queue``'s list as is (a direct exchange)."""
+    return getattr(queue.exchange, "type", "direct") == "direct"
 
 
 class RedisPublisher:
@@ -81,7 +93,8 @@ class RedisPublisher:
         self._steps = tuple(sorted(options.get("priority_steps", _DEFAULT_PRIORITY_STEPS)))
         self._separator = options.get("sep", _SEPARATOR)
         self._origin = origin()
-        self._json = app.conf.task_serializer == "json"
+        # compression or another serializer changes the body: send_task encodes those messages
+        self._json = app.conf.task_serializer == "json" and not app.conf.task_compression
         self._templates: dict[tuple[str, str], _Template | None] = {}
 
     def dispatch(self, job: ClaimedJob) -> None:
@@ -140,9 +153,10 @@ class RedisPublisher:
         if template is None:
             return None
         job_id = _dumps(job.id)
-        expiry = ""
+        expiry = ttl = ""
         if facts.expires_at is not None:
             expiry = f'"expires":{_dumps(expires_header(facts.expires_at))},'
+            ttl = f'"expiration":"{expiration(facts.expires_at, time.time())}",'
         body = f"[{_dumps(args)},{_dumps(kwargs)},{template.embed_json}]".encode()
         # kombu only needs a unique delivery tag (it keys its unacked hash by it); random hex
         # costs a fraction of a uuid4 string
@@ -152,8 +166,8 @@ class RedisPublisher:
             f'"headers":{{"id":{job_id},"root_id":{job_id},{expiry}'
             f'"argsrepr":{_dumps(_short_repr(args))},"kwargsrepr":{_dumps(_short_repr(kwargs))},'
             f"{template.headers_json}}},"
-            f'"properties":{{"correlation_id":{job_id},"delivery_tag":"{os.urandom(16).hex()}",'
-            f"{template.properties_json}}}}}"
+            f'"properties":{{"correlation_id":{job_id},{ttl}'
+            f'"delivery_tag":"{os.urandom(16).hex()}",{template.properties_json}}}}}'
         )
 
     def _template(self, task: str, stored: dict[str, Any]) -> _Template | None:
@@ -162,17 +176,17 @@ class RedisPublisher:
         cache_key = (task, options_key(stored))
         if cache_key in self._templates:
             return self._templates[cache_key]
-        options = template_options(stored)
-        route = self.app.amqp.router.route(dict(options), task, (), {})
+        options = send_task_options(self.app, task, stored)
+        route = {} if options is None else self.app.amqp.router.route(dict(options), task, (), {})
         queue = route.get("queue")
         template = None
-        if queue is not None and getattr(queue.exchange, "type", "direct") == "direct":
+        if options is not None and queue is not None and _direct(queue):
             sample = sample_message(self.app, task, options, self._origin)
             priority = route.get("priority", options.get("priority")) or 0
             headers = {**sample.headers, **(options.get("headers") or {})}
             properties = {
                 **sample.properties,
-                "delivery_mode": route.get("delivery_mode") or 2,
+                "delivery_mode": delivery_mode(self.app, route, queue),
                 "delivery_info": {"exchange": "", "routing_key": queue.name},
                 "priority": priority,
                 "body_encoding": "base64",
@@ -188,6 +202,8 @@ class RedisPublisher:
         return template
 
     def _list_key(self, queue: str, priority: int) -> str:
-        """kombu's Redis transport: one list per priority step, the step nearest the priority."""
-        step = min(self._steps, key=lambda s: abs(s - priority))
+        """kombu's Redis transport (``Channel._put``): one list per priority step, the priority
+        held to 0..9 and then to the highest step at or below it (5 goes to step 3's list)."""
+        held = max(min(int(priority), _MAX_PRIORITY), 0)
+        step = self._steps[bisect.bisect(self._steps, held) - 1]
         return queue if step == 0 else f"{queue}{self._separator}{step}"

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 from harness.accept_runs import accept_once
+from harness.options import add_rounds, parse_checked
 from harness.release_runs import CheckFailed, job_specs
-from harness.report import refuse_existing, write_once
+from harness.report import write_once
 
 
 def one_run(args: argparse.Namespace, shape: str, jobs: int, seed: int) -> dict[str, float]:
@@ -43,14 +43,11 @@ def main() -> None:
     parser.add_argument("--single-jobs", type=int, default=10_000)
     parser.add_argument("--callers", type=int, default=8, help="concurrent threads")
     parser.add_argument("--call-size", type=int, default=1000, help="jobs per bulk call")
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--shapes", nargs="*", choices=("bulk", "single"), default=["bulk", "single"]
     )
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    refuse_existing(parser, args.out)
+    add_rounds(parser, warmup=False)  # one warm-up per shape, of at most 2,000 jobs
+    args = parse_checked(parser, None, redis_broker=False)
     if min(args.bulk_jobs, args.single_jobs, args.callers, args.call_size, args.repetitions) < 1:
         parser.error("job counts, --callers, --call-size and --repetitions must be >= 1")
     results: dict[str, Any] = {"config": {k: str(v) for k, v in vars(args).items()}}

@@ -36,11 +36,11 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.limit_items import ITEMS, Item, Run
-from harness.report import conclude, environment, load_average, options, refuse_existing
+from harness.options import add_rounds, parse_checked
+from harness.report import conclude, environment, load_average, options
 
 
 @dataclass
@@ -217,9 +217,6 @@ def main(argv: list[str] | None = None) -> int:
         default=5_000,
         help="jobs per run of the one-call-per-job accepts (at most --jobs)",
     )
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1, help="warm-up rounds (discarded)")
-    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--token-chars",
         type=int,
@@ -234,9 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672//")
     parser.add_argument("--only", nargs="*", help="groups or group/item (default: all)")
-    parser.add_argument("--out", type=Path, help="JSON results (never overwritten)")
-    args = parser.parse_args(argv)
-    refuse_existing(parser, args.out)
+    add_rounds(parser)
+    args = parse_checked(parser, argv, redis_broker=False)
     if min(args.jobs, args.single_jobs, args.repetitions, args.batch_size) < 1:
         parser.error("--jobs, --single-jobs, --repetitions and --batch-size must be >= 1")
     try:

@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
+from harness.options import add_rounds, parse_checked
 from harness.release_runs import CheckFailed, ReleasePath, release_once
-from harness.report import load_average, refuse_existing, write_once
+from harness.report import load_average, write_once
 
 #: broker -> path -> how it is configured
 PATHS = {
@@ -125,14 +125,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--paths", nargs="*", help="default: every path of the broker "
                         "(for amqp, all but per_job + send_task)")  # fmt: skip
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    refuse_existing(parser, args.out)
+    add_rounds(parser)
+    args = parse_checked(parser, None, redis_broker=False)
     args.broker_url = args.broker_url or DEFAULT_URL[args.broker]
     known = list(PATHS[args.broker])
     if args.paths is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from .brokers import is_redis
 from .report import refuse_existing
 
-__all__ = ["add_broker", "add_run_options", "parse_checked"]
+__all__ = ["add_broker", "add_rounds", "add_run_options", "parse_checked"]
 
 
 def add_broker(p: argparse.ArgumentParser, default: str = "redis://127.0.0.1:6379/5") -> None:
@@ -20,6 +20,17 @@ def add_broker(p: argparse.ArgumentParser, default: str = "redis://127.0.0.1:637
         default=default,
         help="a Redis broker; only this run's queue and keys are created and removed",
     )
+
+
+def add_rounds(p: argparse.ArgumentParser, *, warmup: bool = True) -> None:
+    """``--repetitions``, ``--warmup`` (discarded), ``--seed``, ``--out``: the options of the
+    throughput scenarios (release_throughput, accept_rate, limits), which repeat short runs and
+    report their median."""
+    p.add_argument("--repetitions", type=int, default=3, help="measured runs (the median kept)")
+    if warmup:
+        p.add_argument("--warmup", type=int, default=1, help="warm-up runs (checked, discarded)")
+    p.add_argument("--seed", type=int, default=7, help="fixes ids and payloads")
+    p.add_argument("--out", type=Path, help="JSON results (never overwritten)")
 
 
 def add_run_options(p: argparse.ArgumentParser, *, timeout: float, timeout_help: str) -> None:

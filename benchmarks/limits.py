@@ -42,6 +42,8 @@ from harness.limit_items import ITEMS, Item, Run
 from harness.options import add_rounds, parse_checked
 from harness.report import conclude, environment, load_average, options
 
+from parallel_scheduler import Settings
+
 
 @dataclass
 class Record:
@@ -158,6 +160,10 @@ def summarise(records: dict[str, Record]) -> dict[str, Any]:
     return groups
 
 
+#: the settings that decide how "the defaults" release
+_RELEASE_SETTINGS = ("release_mode", "fast_publish", "batch_size", "max_degree_of_parallelism")
+
+
 def _rate(row: dict[str, Any]) -> str:
     rates = row["jobs_per_s"]
     if row["median_jobs_per_s"] is None:
@@ -193,6 +199,11 @@ def table(document: dict[str, Any]) -> str:
                 f"{_rate(limit) if limit else '-'} | {ratio} | "
                 f"{'-' if cpu is None else f'{cpu:,.0f}'} | {c['target'] or '-'} | {c['met']} |"
             )
+    defaults = document["settings_defaults"]
+    lines.append(
+        "\nthe defaults: "
+        + ", ".join(f"{k}={defaults[k]}" for k in _RELEASE_SETTINGS if k in defaults)
+    )
     env = document["environment"]
     lines.append(
         f"\ncommit {env['git_commit'][:12]}{' (dirty)' if env['git_dirty'] else ''}, "
@@ -243,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([_relative(sys.executable), *sys.argv]),
         "environment": environment(args.redis_url),
         "config": options(args),
+        # what "the defaults" were in this run: they change between releases
+        "settings_defaults": Settings().describe(),
     }
     records, document["rounds"] = measure(args, items)
     document["load_average_at_end"] = load_average()

@@ -64,6 +64,7 @@ def test_every_item_is_checked_and_every_path_compared(tmp_path: Path) -> None:
     assert len(document["environment"]["load_average_at_start"]) == 3
     assert [r["round"] for r in document["rounds"]] == ["round 1"]
     assert "limits.py" in document["command"]
+    assert {"release_mode", "fast_publish"} <= set(document["settings_defaults"])
 
 
 def test_an_existing_output_is_never_overwritten(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from storage_adapters import JobState, NewJob, Storage
+from storage_adapters.postgresql import DUE_SCAN_SETTINGS
 from storage_adapters.redis import RedisStorage
 from storage_adapters.sql_retention_store import purge_statement
 from storage_adapters.sql_storage import SQLStorage
@@ -150,6 +151,32 @@ def test_the_postgresql_purge_walks_the_finished_index(storage: Storage) -> None
             sa.text(f"SELECT min(updated_at) FROM {jobs} WHERE state = 'enqueued'")
         ).scalar()
     assert oldest == 3003.0  # the 1,000 oldest were 3, 6, … 3000
+
+
+@pytest.mark.parametrize("adapter_kind", [pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def test_the_postgresql_purge_reaches_rows_by_key_before_the_table_is_analysed(
+    storage: Storage,
+) -> None:
+    # Given a table analysed while it held scheduled jobs only, then bulk-loaded with finished
+    # jobs that autovacuum has not analysed yet (the planner expects next to none of them)
+    assert isinstance(storage, SQLStorage)
+    jobs = storage._tables.jobs.name
+    rows = (
+        f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+        "updated_at) SELECT 'j' || n, 't', '{}', n, '%s', 1, 0, n FROM generate_series(%d, %d) n"
+    )
+    insert_and_analyze(storage, jobs, rows % ("scheduled", 1, 2000))
+    insert_and_analyze(storage, jobs, rows % ("enqueued", 2001, 60000), analyze=False)
+    # When the purge statement is explained under the settings the purge runs it with
+    statement = purge_statement(storage._tables.jobs, JobState.ENQUEUED, "postgresql")
+    plan = explain(storage, statement, DUE_SCAN_SETTINGS, older_than=30000.0, limit=1000)
+    # Then the batch is read by walking the finished index in order (no sort of every finished
+    # job), and the delete reaches it through the primary key alone (no bitmap of the whole
+    # finished index ANDed with it): together 100-400 ms a batch at 1,000,000 rows otherwise
+    assert f"Index Scan using {storage._prefix}_jobs_finished" in plan, plan
+    assert "Sort" not in plan and "BitmapAnd" not in plan, plan
+    assert f"{storage._prefix}_jobs_pkey" in plan, plan
+    assert storage.purge_finished([JobState.ENQUEUED], 30000.0, 1000) == 1000
 
 
 @redis_only

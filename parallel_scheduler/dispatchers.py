@@ -21,6 +21,7 @@ __all__ = [
     "Dispatcher",
     "KeepGoing",
     "always",
+    "publish_description",
     "release_path",
 ]
 
@@ -65,6 +66,17 @@ def release_path(dispatcher: object) -> str:
     the ``fast_publish`` setting, which a broker without a fast path turns into ``send_task``.
     Not a ``Dispatcher`` member: any object with the two methods stays a dispatcher."""
     return "fast_publish" if getattr(dispatcher, "publishes_chunks", False) is True else "batch"
+
+
+def publish_description(dispatcher: object) -> str:
+    """How ``dispatcher`` hands jobs over, as the start-up line names it: ``RedisPublisher, one
+    round trip per chunk`` or ``CeleryDispatcher, one job at a time``."""
+    how = (
+        "one round trip per chunk"
+        if release_path(dispatcher) == "fast_publish"
+        else "one job at a time"
+    )
+    return f"{type(dispatcher).__name__}, {how}"
 
 
 def dispatch_each(

@@ -42,17 +42,21 @@ ReleaseMode = Literal["per_job", "batch"]
 class Settings:
     """How a scheduler runs. Durations are seconds.
 
-    ``release_mode`` picks the release path: ``per_job`` is Hangfire's shape (fetch a batch of
-    due ids, claim each one under its own lock in the thread pool) and pays a few round trips per
-    job, which parallelism hides when the database is far away; ``batch`` claims the whole due
-    batch in one statement and dispatches it in chunks across the pool, which is fastest when
-    the dispatcher, not the database, is the bottleneck.
+    ``release_mode`` picks the release path. ``batch``, the default, claims the whole due batch
+    in one statement and dispatches it in chunks across the pool: a few round trips per chunk, so
+    it is the fastest wherever the database is near. ``per_job`` is Hangfire's shape (fetch a
+    batch of due ids, claim each one under its own lock in the thread pool) and pays a few round
+    trips per job, run in parallel across the pool: kept for a far-away database, where those
+    parallel round trips hide the latency.
 
-    ``fast_publish`` (Celery, Redis or RabbitMQ broker): hand each chunk to the broker in one
-    round trip with messages built from Celery's own template, instead of one ``send_task`` per
-    job: one ``MULTI``/``LPUSH`` to Redis, one AMQP transaction to RabbitMQ (``amqp://``,
-    ``amqps://``, ``pyamqp://``), returning once the broker holds the chunk. Other brokers are
-    refused with a ``ConfigurationError``. Celery's publish signals are not sent for those
+    ``fast_publish`` (Celery; on by default): hand each chunk to the broker in one round trip
+    with messages built from Celery's own template, instead of one ``send_task`` per job: one
+    ``MULTI``/``LPUSH`` to a Redis broker, one AMQP transaction to RabbitMQ (``amqp://``,
+    ``amqps://``, ``pyamqp://``), returning once the broker holds the chunk. Any other broker is
+    served by ``send_task`` (said once at INFO, and in the start-up line's ``publish``); so is
+    a chunk holding a job the fast path cannot carry (a serializer other than JSON, compression,
+    unusual routing). Off, every job goes through ``send_task``; what that buys is Celery's
+    ``before_task_publish``/``after_task_publish`` signals, which are not sent for fast-published
     messages.
 
     ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
@@ -92,10 +96,10 @@ class Settings:
     batch_size: int = 1000
     poll_interval: float = 1.0
     lock_lease: float = 10.0
-    release_mode: ReleaseMode = "per_job"
+    release_mode: ReleaseMode = "batch"
     max_payload_bytes: int = 512 * 1024
     eta_threshold: float | None = None
-    fast_publish: bool = False
+    fast_publish: bool = True
     connect_timeout: float = 2.0
     fallback_to_celery: bool = False
     metrics_port: int | None = None

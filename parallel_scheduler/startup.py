@@ -2,11 +2,14 @@
 (``parallel-scheduler run``, ``celery -A proj parallel-scheduler``, the worker bootstep):
 
 ``parallel-scheduler 0.1.0 starting: instance host:123:ab12, storage postgresql://u:***@db/x,
-settings prefix=ps max_degree_of_parallelism=10 ...``
+settings prefix=ps max_degree_of_parallelism=10 ... fast_publish=True ..., publish RedisPublisher,
+one round trip per chunk``
 
 so an operator reading a log can tell which process this is (the instance id is its lock owner
-and its liveness record's id in ``status``), which store it works on (password masked), and what
-it was told to do, without a second line to correlate. In JSON the same facts are fields.
+and its liveness record's id in ``status``), which store it works on (password masked), what it
+was told to do, and how it hands jobs to the broker (``fast_publish`` asks for the fast path;
+``publish`` says whether this broker has one), without a second line to correlate. In JSON the
+same facts are fields.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from typing import TYPE_CHECKING
 
 from storage_adapters import DEFAULT_URL, mask_url
 
+from .dispatchers import publish_description
 from .log_format import event
 
 if TYPE_CHECKING:
     from .scheduler_service import SchedulerService
 
-__all__ = ["log_start", "start_line_parts"]
+__all__ = ["log_start", "publish_of", "start_line_parts"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,17 +37,30 @@ def start_line_parts(service: SchedulerService) -> tuple[str, str, dict[str, obj
     return service.owner, str(storage), settings
 
 
+def publish_of(service: SchedulerService) -> str:
+    """How ``service`` hands due jobs to the broker (``dispatchers.publish_description``)."""
+    return publish_description(service.delayed._dispatcher)
+
+
 def log_start(service: SchedulerService) -> None:
     """Log the start-up line (INFO) for ``service``."""
     from . import __version__
 
     instance, storage, settings = start_line_parts(service)
     shown = " ".join(f"{name}={value}" for name, value in settings.items())
+    publish = publish_of(service)
     logger.info(
-        "parallel-scheduler %s starting: instance %s, storage %s, settings %s",
+        "parallel-scheduler %s starting: instance %s, storage %s, settings %s, publish %s",
         __version__,
         instance,
         storage,
         shown,
-        extra=event(version=__version__, instance=instance, storage=storage, settings=settings),
+        publish,
+        extra=event(
+            version=__version__,
+            instance=instance,
+            storage=storage,
+            settings=settings,
+            publish=publish,
+        ),
     )

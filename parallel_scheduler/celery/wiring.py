@@ -1,8 +1,9 @@
 """Where a Celery app's scheduler is put together: the one place that reads the settings and the
 storage/broker pair to decide
 
-- **fast publish or send_task**: ``dispatcher_for`` picks ``CeleryDispatcher`` (``send_task`` per
-  job), or with ``fast_publish`` the broker's one-round-trip-per-chunk publisher;
+- **fast publish or send_task**: ``dispatcher_for`` picks, with ``fast_publish`` (the default),
+  the broker's one-round-trip-per-chunk publisher where it has one (Redis, RabbitMQ), else
+  ``CeleryDispatcher`` (``send_task`` per job);
 - **accept-time messages or not**: ``envelopes_for`` gives a client the publisher that builds a
   job's broker message as the job is stored (``envelopes.envelope_maker_for`` says for which
   storage);
@@ -24,7 +25,7 @@ from storage_adapters import ClaimedJob, Storage
 from ..clock import StorageClock
 from ..dispatchers import Dispatcher
 from ..envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
-from ..errors import ConfigurationError
+from ..log_format import event
 from ..recurring_jobs import RecurringJobs
 from ..scheduler_service import SchedulerService
 from ..settings import Settings
@@ -42,8 +43,9 @@ _BEAT_SYNC_RETRY_FOR = 30.0
 
 
 def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
-    """``send_task`` per job, or with ``fast_publish`` the broker's one-round-trip-per-chunk
-    path: ``RedisPublisher`` for a Redis broker, ``AmqpPublisher`` for RabbitMQ."""
+    """``send_task`` per job, or with ``fast_publish`` (the default) the broker's
+    one-round-trip-per-chunk path: ``RedisPublisher`` for a Redis broker, ``AmqpPublisher`` for
+    RabbitMQ, and ``send_task`` after all, said at INFO, for any other broker."""
     if not settings.fast_publish:
         return CeleryDispatcher(app)
     scheme = broker_scheme(app)
@@ -55,16 +57,19 @@ def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
         from .publish.redis_lists import RedisPublisher
 
         return RedisPublisher(app)
-    raise ConfigurationError(
-        "fast_publish needs a Redis (redis://, rediss://, unix://) or RabbitMQ (amqp://, "
-        f"amqps://, pyamqp://) broker, not {masked_broker_url(app)!r}; "
-        "set fast_publish to false to publish through send_task"
+    logger.info(
+        "fast_publish: broker %s has no one-round-trip publisher (Redis and RabbitMQ have); "
+        "publishing through send_task, one message at a time",
+        masked_broker_url(app),
+        extra=event(broker=masked_broker_url(app), publish="send_task"),
     )
+    return CeleryDispatcher(app)
 
 
 def envelopes_for(app: Any, settings: Settings, storage: Storage) -> EnvelopeMaker | None:
     """Who builds a stored call's broker message as it is accepted, or ``None``: only with
-    ``fast_publish``, and only for storage that can release it by script."""
+    ``fast_publish``, only for storage that can release it by script, and only from a publisher
+    that can build one (the Redis-list one)."""
     if not settings.fast_publish or not stores_envelopes(storage):
         return None  # asked first: a publisher is not built (nor connected) for nothing
     return envelope_maker_for(storage, dispatcher_for(app, settings))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -535,18 +536,23 @@ def test_a_non_amqp_broker_is_refused_with_the_url_masked() -> None:
     assert "hunter2" not in str(raised.value)
 
 
-def test_fast_publish_picks_the_publisher_for_the_broker() -> None:
-    def dispatcher(url: str, fast: bool = True) -> Any:
-        return CeleryIntegration(Celery("pick", broker=url), {"fast_publish": fast}).dispatcher()
+def test_fast_publish_picks_the_publisher_for_the_broker(caplog: pytest.LogCaptureFixture) -> None:
+    def dispatcher(url: str, **overrides: Any) -> Any:
+        return CeleryIntegration(Celery("pick", broker=url), overrides).dispatcher()
 
+    caplog.set_level(logging.INFO, logger="parallel_scheduler.celery.wiring")
+    # fast_publish is on by default: the broker's one-round-trip publisher where it has one
     amqp = dispatcher("amqp://guest:guest@127.0.0.1:5672//")
     assert isinstance(amqp, AmqpPublisher)
     assert isinstance(dispatcher("pyamqp://guest:guest@127.0.0.1:5672//"), AmqpPublisher)
     assert isinstance(dispatcher("redis://127.0.0.1:6379/0"), RedisPublisher)
-    assert isinstance(dispatcher("amqp://127.0.0.1//", fast=False), CeleryDispatcher)
-    with pytest.raises(ConfigurationError) as raised:
-        dispatcher("sqs://key:topsecret@")
-    assert "fast_publish" in str(raised.value) and "topsecret" not in str(raised.value)
+    assert isinstance(dispatcher("amqp://127.0.0.1//", fast_publish=False), CeleryDispatcher)
+    assert not caplog.records  # nothing to say
+    # and send_task for any other broker, said once at INFO with the password masked
+    assert isinstance(dispatcher("sqs://key:topsecret@"), CeleryDispatcher)
+    (said,) = caplog.records
+    assert said.levelno == logging.INFO and "send_task" in said.getMessage()
+    assert "sqs://key:***@" in said.getMessage() and "topsecret" not in said.getMessage()
 
 
 @pytest.mark.rabbitmq

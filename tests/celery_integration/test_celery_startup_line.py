@@ -1,5 +1,6 @@
 """A worker started with ``--parallel-scheduler`` logs one start-up line: version, instance id
-(its lock owner), storage with the password masked, settings. With ``log_format`` json that line
+(its lock owner), storage with the password masked, settings, and the publisher the broker gave
+the scheduler. With ``log_format`` json that line
 and the scheduler's others are JSON objects, while Celery's own lines keep Celery's format."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def test_the_worker_bootstep_logs_one_start_line(redis_cluster: Cluster, log_for
     url, password = with_password(POSTGRESQL_URL)
     redis_cluster.env["PARALLEL_SCHEDULER_STORAGE_URL"] = url
     redis_cluster.env["PARALLEL_SCHEDULER_LOG_FORMAT"] = log_format
+    del redis_cluster.env["PARALLEL_SCHEDULER_FAST_PUBLISH"]  # the defaults: batch, fast publish
     storage = storage_adapters.from_url(url, prefix=redis_cluster.prefix)
     storage.setup()
     # Given a worker running the scheduler on a store whose URL has a password
@@ -50,6 +52,10 @@ def test_the_worker_bootstep_logs_one_start_line(redis_cluster: Cluster, log_for
             assert start["instance"].endswith(f":{worker.pid}")
             assert start["storage"] == storage_adapters.mask_url(url)
             assert start["settings"]["prefix"] == redis_cluster.prefix
+            # and which publish path the Redis broker gives the default fast_publish
+            assert start["settings"]["fast_publish"] is True
+            assert start["settings"]["release_mode"] == "batch"
+            assert start["publish"] == "RedisPublisher, one round trip per chunk"
             # and Celery's own lines keep Celery's format
             assert re.search(r"^\[.*\] .*ready\.$", text, re.MULTILINE), text
         else:
@@ -59,6 +65,8 @@ def test_the_worker_bootstep_logs_one_start_line(redis_cluster: Cluster, log_for
             assert instance.endswith(f":{worker.pid}")  # its lock owner, as `status` lists it
             assert shown == storage_adapters.mask_url(url)
             assert f"prefix={redis_cluster.prefix}" in settings
+            assert "release_mode=batch" in settings and "fast_publish=True" in settings
+            assert settings.endswith(", publish RedisPublisher, one round trip per chunk")
     finally:
         worker.send_signal(signal.SIGTERM)  # the worker first, then its store
         worker.wait(timeout=60)

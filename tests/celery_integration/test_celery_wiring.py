@@ -4,17 +4,23 @@
 - accept-time messages: only with ``fast_publish``, only for storage that releases by script
   (Redis), and only from a publisher that can build them (the Redis-list one);
 - the one-script release: only for that storage with a Redis-list broker, into the broker's
-  database when both share one Redis server.
+  database when both share one Redis server;
+- fast publish by default: the broker's one-round-trip publisher where it has one, else
+  ``send_task`` (said at INFO), and the metrics label from the publisher in use.
 """
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from celery import Celery
 
 from parallel_scheduler.celery.publish.amqp import AmqpPublisher
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.celery.wiring import dispatcher_for, envelopes_for
+from parallel_scheduler.dispatchers import CallableDispatcher, publish_description, release_path
 from parallel_scheduler.envelopes import script_release_for
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
@@ -53,3 +59,49 @@ def test_the_one_script_release_needs_redis_storage_and_a_redis_list_broker(
         assert release is None
     assert isinstance(dispatcher_for(app, SEND_TASK), CeleryDispatcher)
     assert script_release_for(storage, dispatcher_for(app, SEND_TASK)) is None
+
+
+def test_by_default_each_broker_gets_its_fastest_publisher(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_server("redis")
+    caplog.set_level(logging.INFO, logger="parallel_scheduler.celery.wiring")
+    default = Settings()
+    # Given the default settings: a Redis or RabbitMQ broker gets its one-round-trip publisher,
+    # labelled as such in the metrics and the start-up line
+    redis_broker = Celery("wiring-default-redis", broker=REDIS_URL)
+    amqp_broker = Celery("wiring-default-amqp", broker=RABBITMQ_URL)
+    for app, kind in ((redis_broker, RedisPublisher), (amqp_broker, AmqpPublisher)):
+        fast = dispatcher_for(app, default)
+        assert isinstance(fast, kind)
+        assert release_path(fast) == "fast_publish"
+        assert publish_description(fast) == f"{kind.__name__}, one round trip per chunk"
+    assert not caplog.records
+    # Then any other broker falls back to send_task, said once at INFO and labelled "batch"
+    other = Celery("wiring-default-memory", broker="memory://")
+    fallback = dispatcher_for(other, default)
+    assert isinstance(fallback, CeleryDispatcher)
+    (said,) = caplog.records
+    assert said.levelno == logging.INFO and "send_task" in said.getMessage()
+    assert "memory://" in said.getMessage()
+    assert release_path(fallback) == "batch"
+    assert publish_description(fallback) == "CeleryDispatcher, one job at a time"
+    # and builds no accept-time message and no one-script release
+    assert envelopes_for(other, default, storage) is None
+    assert script_release_for(storage, fallback) is None
+    # and so does opting out, with nothing to say
+    caplog.clear()
+    assert isinstance(dispatcher_for(redis_broker, SEND_TASK), CeleryDispatcher)
+    assert release_path(dispatcher_for(redis_broker, SEND_TASK)) == "batch"
+    assert not caplog.records
+
+
+def test_any_dispatcher_without_the_mark_is_labelled_one_job_at_a_time() -> None:
+    # CallableDispatcher says so; a dispatcher of the user's own need not know the attribute
+    class Own:
+        def dispatch(self, job: object) -> None: ...
+
+        def dispatch_many(self, jobs: object, keep_going: object = None) -> None: ...
+
+    for dispatcher in (CallableDispatcher(lambda *call: None), Own()):
+        assert release_path(dispatcher) == "batch"

@@ -32,10 +32,10 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "batch_size": ("7", 7),
     "poll_interval": ("0.5", 0.5),
     "lock_lease": ("12.5", 12.5),
-    "release_mode": ("batch", "batch"),
+    "release_mode": ("per_job", "per_job"),
     "max_payload_bytes": ("4096", 4096),
     "eta_threshold": ("5.5", 5.5),
-    "fast_publish": ("true", True),
+    "fast_publish": ("false", False),  # the opt-out, --no-fast-publish as an option
     "connect_timeout": ("3.5", 3.5),
     "fallback_to_celery": ("true", True),
     "metrics_port": ("0", 0),

@@ -11,7 +11,8 @@ def test_defaults() -> None:
     settings = Settings.load(environ={})
     assert settings.max_degree_of_parallelism == 10
     assert settings.batch_size == 1000
-    assert settings.release_mode == "per_job"
+    assert settings.release_mode == "batch"
+    assert settings.fast_publish is True  # where the broker has a fast path (wiring.py)
     assert settings.storage_url is None
 
 

@@ -25,6 +25,9 @@ def test_demo_runs_every_job_exactly_once(tmp_path: Path) -> None:
     assert re.search(r"duplicated\s+│\s+0\s", summary), summary
     # the settings it ran with, and the path the jobs actually took
     assert re.search(r"release mode\s+│\s+batch\s", summary), summary
+    # fast publish is on by default, and the demo's filesystem broker has no fast path: send_task
+    assert re.search(r"fast publish\s+│\s+on\s", summary), summary
+    assert re.search(r"publisher\s+│\s+CeleryDispatcher, one job at a time", summary), summary
     assert re.search(r"publish path\s+│\s+send_task, claimed in batches \(1,000\)", summary)
     assert re.search(r"parallelism\s+│\s+4\s", summary), summary
     assert re.search(r"batch size\s+│\s+1,000\s", summary), summary

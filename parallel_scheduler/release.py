@@ -9,17 +9,25 @@ may then be sent twice, never lost; the job id is the task id, so the worker sid
 calling thread. The caller sizes what it hands over (one job per thread in ``per_job`` mode, one
 chunk per thread in ``batch`` mode, see ``delayed_scheduler.py``), and that size is what a crash
 or a stall can duplicate.
+
+On the per-job path the scheduler is bound by Python CPU per job (one GIL for every pool thread),
+so the calls that nearly always succeed at once skip what only a failure needs: a storage call or
+a send runs bare first, and only when it fails is it handed to its retry policy (``retrying.py``,
+whose policy objects cost more CPU than a claim's own Python work); a payload that names no
+``expires`` is not decoded to learn that it has no expiry.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from storage_adapters import ClaimedJob, Storage
+from storage_adapters import ClaimedJob, Storage, StorageUnavailableError
 
 from .clock import StorageClock
 from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
@@ -35,6 +43,40 @@ logger = logging.getLogger(__name__)
 
 #: Called after a job was sent, with the send time on the storage clock.
 ReleaseListener = Callable[[ClaimedJob, float], None]
+T = TypeVar("T")
+#: Attempts ``call_dispatcher`` makes by default; the bare first one counts as one of them.
+_DISPATCH_ATTEMPTS: int = inspect.signature(call_dispatcher).parameters["attempts"].default
+
+
+def _storage_call(fn: Callable[[], T]) -> T:
+    """``call_storage(fn)``, without building its retry policy when the first try succeeds.
+
+    A first try that finds the server unreachable is logged and handed to ``call_storage``,
+    whose first attempt follows at once and whose back-off and budget then apply as usual.
+    """
+    try:
+        return fn()
+    except StorageUnavailableError as exc:
+        logger.warning("storage unavailable, retrying: %s", exc)
+        return call_storage(fn)
+
+
+def _dispatcher_call(fn: Callable[[], None]) -> None:
+    """``call_dispatcher(fn)`` with the same number of attempts in all, the first one bare."""
+    try:
+        fn()
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        if _DISPATCH_ATTEMPTS <= 1:
+            raise
+        logger.warning("handing over to the worker system failed, retrying: %s", exc)
+        call_dispatcher(fn, attempts=_DISPATCH_ATTEMPTS - 1)
+
+
+def _may_expire(claim: ClaimedJob) -> bool:
+    """False for a payload that cannot hold an expiry: the key's name is not in its text."""
+    return "expires" in claim.payload
 
 
 def _expired(claim: ClaimedJob, now: float) -> bool:
@@ -74,7 +116,7 @@ class Releaser:
         if self._halted.is_set() or not lock.valid():
             return Outcome.STOPPED
         claimed_at = time.monotonic()
-        claim = call_storage(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
+        claim = _storage_call(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
         if claim is None:
             return Outcome.NOT_CLAIMED
         (outcome,) = self.release_claims([claim], lock, claimed_at).elements()
@@ -90,13 +132,15 @@ class Releaser:
         that started before it was sent in time, whatever happened to the mark afterwards.
         """
         outcomes: Counter[Outcome] = Counter()
-        now = self._clock.now()
-        expired = [c for c in claims if _expired(c, now)]
-        if expired:
-            call_storage(lambda: self._storage.expire(expired, "expired before release"))
-            outcomes[Outcome.EXPIRED] += len(expired)
-        expired_ids = {c.id for c in expired}
-        live = [c for c in claims if c.id not in expired_ids]
+        live = list(claims)
+        if any(_may_expire(c) for c in claims):
+            now = self._clock.now()
+            expired = [c for c in claims if _may_expire(c) and _expired(c, now)]
+            if expired:
+                call_storage(lambda: self._storage.expire(expired, "expired before release"))
+                outcomes[Outcome.EXPIRED] += len(expired)
+                expired_ids = {c.id for c in expired}
+                live = [c for c in claims if c.id not in expired_ids]
         if not live:
             return outcomes
         if not lock.valid() or self._halted.is_set():
@@ -105,11 +149,12 @@ class Releaser:
             return outcomes
         sent, started, error = self._send(live, lock)
         if sent:
-            acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
+            acked = set(_storage_call(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
-            fenced = [(c, at) for c, at in zip(sent, started, strict=True) if c.id not in acked]
-            self._report_fenced(fenced, claimed_at + self._claim_lease)
-            outcomes[Outcome.FENCED] += len(fenced)
+            if len(acked) < len(sent):
+                fenced = [(c, at) for c, at in zip(sent, started, strict=True) if c.id not in acked]
+                self._report_fenced(fenced, claimed_at + self._claim_lease)
+                outcomes[Outcome.FENCED] += len(fenced)
             self.notify(sent)
         unsent = live[len(sent) :]
         if unsent and error is None:  # the lease ran out part-way: step aside, nothing failed
@@ -172,7 +217,7 @@ class Releaser:
             went(len(remaining))
 
         try:
-            call_dispatcher(attempt)
+            _dispatcher_call(attempt)
         except LeaseLost:
             logger.warning("lock lease ran out; %d claimed job(s) left unsent", len(remaining))
             return sent, started, None

@@ -4,6 +4,7 @@ same for recurring jobs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import Row
@@ -29,14 +30,17 @@ def job_record(row: Row[Any]) -> JobRecord:
     )
 
 
-def claimed_job(row: Row[Any], token: int) -> ClaimedJob:
-    """A row the claim statement returned, held under the fencing ``token``."""
+def claimed_job(row: Sequence[Any], token: int) -> ClaimedJob:
+    """A row the claim statements returned, held under the fencing ``token``: a ``Row`` or the
+    driver's plain tuple (``SQLPlumbing._driver_rows``), read by position, in the order of
+    ``Statements.claim_columns``."""
+    job_id, task, payload, due_at, attempts, envelope = row
     return ClaimedJob(
-        id=row.id,
-        task=row.task,
-        payload=row.payload,
-        due_at=float(row.due_at),
-        attempts=int(row.attempts),
+        id=job_id,
+        task=task,
+        payload=payload,
+        due_at=float(due_at),
+        attempts=int(attempts),
         token=token,
-        envelope=row.envelope,
+        envelope=envelope,
     )

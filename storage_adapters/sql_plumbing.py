@@ -7,24 +7,38 @@ transactions are opened only where several statements must be all-or-nothing (a 
 ``add_jobs``, settling claims of several tokens, firing a recurring job, schema set-up), with the
 dialect's own ``BEGIN`` (``BEGIN IMMEDIATE`` on SQLite, so writers queue on the busy timeout
 instead of failing later when a read lock cannot be upgraded).
+
+The two statements every job of the per-job release path runs (its claim, and the mark that ends
+it) skip SQLAlchemy's execution layer: ``_driver_rows`` runs them, compiled once
+(``DriverStatement``), on a DBAPI connection and cursor each thread keeps for them. On that path
+the scheduler is bound by Python CPU per job under one GIL, and SQLAlchemy's per-execution work
+(execution context, result and row objects, a ``Connection`` around a pool check-out and return)
+was about a third of it. Errors take the same road as everywhere else: a lost connection is
+invalidated in the pool, and the driver error becomes the contract's error through
+``_translate``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
 from .records import LockLease, NewJob, validate_prefix
 from .sql_statements import NEW_JOB_FIELDS, Dialect, Statements
 from .sql_tables import build_tables
 
-__all__ = ["ADD_JOBS_PAGE_SIZE", "RollBack", "SQLPlumbing"]
+__all__ = ["ADD_JOBS_PAGE_SIZE", "DriverStatement", "RollBack", "SQLPlumbing"]
 
 ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
 _UNDEFINED_TABLE = "42P01"
@@ -32,6 +46,113 @@ _UNDEFINED_TABLE = "42P01"
 
 class RollBack(Exception):
     """Raised inside ``_transaction`` to end it with ``ROLLBACK``: its first write was refused."""
+
+
+class DriverStatement:
+    """A Core statement compiled once for a dialect, to run on a DBAPI cursor as it is.
+
+    What SQLAlchemy would do per execution is done here once or in a few lines: the SQL text, the
+    parameter order (positional paramstyles such as SQLite's ``?``), the constant parameters
+    the compiler extracted (``attempts + 1``), and the per-type conversion of bound values (the
+    dialect's bind processors, such as SQLite's float conversion or PostgreSQL's array one).
+    """
+
+    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)  # a Core statement compiles to SQL
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("a statement rendered per execution cannot be compiled once")
+        self.sql = compiled.string
+        # every parameter with its compiled value: constants, and None for those callers give
+        self._defaults: dict[str, Any] = dict(compiled.construct_params(_check=False))
+        self._processors: dict[str, Callable[[Any], Any]] = {}
+        for name, process in compiled._bind_processors.items():
+            if not callable(process):  # one per element: a tuple-valued parameter
+                raise ValueError(f"parameter {name!r} is rendered per execution")
+            self._processors[name] = process
+        self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
+
+    def parameters(self, given: Mapping[str, Any]) -> Mapping[str, Any] | tuple[Any, ...]:
+        values = {**self._defaults, **given}
+        for name, process in self._processors.items():
+            if name in values:
+                values[name] = process(values[name])
+        if self._order is None:
+            return values
+        return tuple(values.get(name) for name in self._order)
+
+
+class _Kept:
+    """One thread's kept connection and cursor; when the thread ends, its thread-local copy
+    goes, and a finalizer gives the connection back to the pool."""
+
+    __slots__ = ("__weakref__", "cursor", "pooled")
+
+    def __init__(self, pooled: PoolProxiedConnection, cursor: Any) -> None:
+        self.pooled = pooled
+        self.cursor = cursor
+
+
+class _HeldConnections:
+    """One pooled DBAPI connection and cursor per thread, kept between calls of
+    ``SQLPlumbing._driver_rows``; given back when the thread ends, when a statement on it fails,
+    and by ``close_all`` (``SQLStorage.close``).
+
+    A pool thread of the scheduler runs one job at a time, so its connection is never shared;
+    the pool's ``pool_size`` (the scheduler's parallelism) still bounds them, and the other
+    storage calls take theirs from the pool's overflow as before.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._local = threading.local()
+        self._guard = threading.Lock()
+        self._every: set[PoolProxiedConnection] = set()
+
+    def get(self) -> tuple[PoolProxiedConnection, Any]:
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        if kept is not None:
+            return kept.pooled, kept.cursor
+        pooled = self._engine.raw_connection()
+        try:
+            kept = _Kept(pooled, pooled.cursor())
+        except BaseException:
+            pooled.close()
+            raise
+        with self._guard:
+            self._every.add(pooled)
+        weakref.finalize(kept, self._return, pooled, kept.cursor).atexit = False
+        self._local.kept = kept
+        return pooled, kept.cursor
+
+    def give_back(self, invalidate: BaseException | None = None) -> None:
+        """Return this thread's connection to the pool (first invalidated, if given)."""
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        self._local.kept = None
+        if kept is not None:
+            self._return(kept.pooled, kept.cursor, invalidate)
+
+    def _return(
+        self, pooled: PoolProxiedConnection, cursor: Any, invalidate: BaseException | None = None
+    ) -> None:
+        with self._guard:
+            if pooled not in self._every:
+                return  # given back already
+            self._every.discard(pooled)
+        with contextlib.suppress(Exception):
+            cursor.close()
+        if invalidate is not None:
+            pooled.invalidate(invalidate)
+        with contextlib.suppress(Exception):
+            pooled.close()
+
+    def close_all(self) -> None:
+        """Give every thread's connection back; called once no thread uses them any more."""
+        with self._guard:
+            every, self._every = self._every, set()
+        for pooled in every:
+            with contextlib.suppress(Exception):
+                pooled.close()
 
 
 class SQLPlumbing:
@@ -48,6 +169,8 @@ class SQLPlumbing:
         self._secret = secret
         self._tables = build_tables(prefix)
         self._sql = Statements(self._tables, dialect)
+        self._driver_statements: dict[int, DriverStatement] = {}
+        self._held = _HeldConnections(engine)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -64,9 +187,57 @@ class SQLPlumbing:
         except DBAPIError as exc:
             raise self._translate(exc) from exc
         except sa.exc.TimeoutError as exc:
-            raise StorageUnavailableError(
-                f"no free connection to {self._dialect.label} at {self._masked_url}: {exc}"
-            ) from exc
+            raise self._no_free_connection(exc) from exc
+
+    def _no_free_connection(self, exc: sa.exc.TimeoutError) -> StorageUnavailableError:
+        return StorageUnavailableError(
+            f"no free connection to {self._dialect.label} at {self._masked_url}: {exc}"
+        )
+
+    def _driver_rows(self, statement: sa.ClauseElement, params: Mapping[str, Any]) -> list[Any]:
+        """``_rows`` for the per-job hot statements (each with ``RETURNING``), without
+        SQLAlchemy's execution layer (see the module's docstring): plain tuples, in the
+        statement's column order.
+
+        Each thread keeps one pooled connection and its cursor for these statements
+        (``_HeldConnections``), so a job costs no pool check-out and return. The engine is in
+        autocommit mode, so every statement commits by itself and nothing stays open between
+        jobs; a statement that fails gives its connection back to the pool (invalidated when it
+        was lost), so the thread's next job starts on a fresh one.
+        """
+        if self._closed:
+            raise StorageError(f"{self!r} is closed")
+        prepared = self._driver_statements.get(id(statement))
+        if prepared is None:
+            prepared = DriverStatement(statement, self._engine.dialect)
+            self._driver_statements[id(statement)] = prepared
+        try:
+            pooled, cursor = self._held.get()
+        except DBAPIError as exc:
+            raise self._translate(exc) from exc
+        except sa.exc.TimeoutError as exc:
+            raise self._no_free_connection(exc) from exc
+        dialect = self._engine.dialect
+        try:
+            cursor.execute(prepared.sql, prepared.parameters(params))
+            return list(cursor.fetchall())
+        except dialect.loaded_dbapi.Error as orig:
+            lost = dialect.is_disconnect(orig, pooled.dbapi_connection, cursor)
+            self._held.give_back(invalidate=orig if lost else None)
+            wrapped = DBAPIError.instance(  # a DBAPIError, as ``orig`` is a driver error
+                prepared.sql,
+                None,
+                orig,
+                dialect.loaded_dbapi.Error,
+                hide_parameters=True,
+                connection_invalidated=lost,
+                dialect=dialect,
+            )
+            assert isinstance(wrapped, DBAPIError)
+            raise self._translate(wrapped) from orig
+        except BaseException:
+            self._held.give_back()
+            raise
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:

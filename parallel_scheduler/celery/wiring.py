@@ -58,8 +58,8 @@ def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
 
         return RedisPublisher(app)
     logger.info(
-        "fast_publish: broker %s has no one-round-trip publisher (Redis and RabbitMQ have); "
-        "publishing through send_task, one message at a time",
+        "fast_publish: broker %s has no one-round-trip publisher (only Redis and RabbitMQ "
+        "brokers do); publishing through send_task, one message at a time",
         masked_broker_url(app),
         extra=event(broker=masked_broker_url(app), publish="send_task"),
     )

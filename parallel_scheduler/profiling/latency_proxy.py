@@ -8,8 +8,14 @@ server, holding every chunk ``delay`` seconds in each direction before passing i
 It is a *delay line*, not a rate limiter: each chunk is stamped when it arrives and sent when its
 own deadline passes, so chunks that follow each other closely are not delayed one after the other
 (a reply split over several TCP segments costs one delay, as on a real link). Order is kept. Each
-direction of each connection has a reader and a writer thread; ``time.sleep`` has microsecond
-resolution here, where an event loop's timer would round a 0.5 ms delay up to a whole millisecond.
+direction of each connection has one thread: it reads a chunk, sleeps until the chunk's deadline
+and sends it. The stamp is the kernel's receive time of the chunk (``SO_TIMESTAMPNS``), not the
+moment the thread got to read it, so a chunk that arrived while the thread slept for the one
+before it is not held longer. One thread rather than a reader and a writer handing chunks over
+through a queue halves the thread wake-ups per chunk: the proxy shares the machine's cores with
+the scheduler it measures, and its CPU per job was as large as the scheduler's own. ``time.sleep``
+has microsecond resolution here, where an event loop's timer would round a 0.5 ms delay up to a
+whole millisecond.
 
 The profile runs it in a child process (``python -m parallel_scheduler.profiling.latency_proxy``),
 so its threads never compete with the measured scheduler for the GIL; ``LatencyProxy`` starts and
@@ -22,9 +28,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import queue
 import selectors
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -39,7 +45,28 @@ ACCEPT_POLL = 0.2  # seconds: how soon the accept loop notices stop()
 START_TIMEOUT = 30.0
 PR_SET_TIMERSLACK = 29  # linux/prctl.h
 
-_Item = tuple[float, bytes] | None  # (send deadline, data); None: the source closed
+
+#: Linux's SO_TIMESTAMPNS (also the control message's type, SCM_TIMESTAMPNS); the ``socket``
+#: module does not name it. Its message carries a ``struct timespec`` on the real-time clock.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_TIMESTAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+
+
+def _stamp_arrivals(sock: socket.socket) -> None:
+    """Ask the kernel to stamp received data (best effort: without it, stamps are read times)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+
+
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """When the chunk reached the socket (``time.time()`` scale), or now if it was not stamped."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return float(seconds + nanoseconds / 1e9)
+    return time.time()
 
 
 def _no_delay(sock: socket.socket) -> None:
@@ -48,7 +75,7 @@ def _no_delay(sock: socket.socket) -> None:
 
 
 class _Connection:
-    """One proxied connection: two directions, each a reader and a delaying writer thread."""
+    """One proxied connection: two directions, each one delaying thread."""
 
     def __init__(
         self,
@@ -63,34 +90,23 @@ class _Connection:
         self._writers_left = 2
         self._guard = threading.Lock()
         for source, sink in ((client, upstream), (upstream, client)):
-            line: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-            threading.Thread(target=self._read, args=(source, line), daemon=True).start()
-            threading.Thread(target=self._write, args=(sink, line), daemon=True).start()
+            _stamp_arrivals(source)
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
-    def _read(self, source: socket.socket, line: queue.SimpleQueue[_Item]) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        """Read a chunk, hold it until its arrival + delay, send it; pass the half-close on."""
         try:
-            while data := source.recv(CHUNK):
-                line.put((time.monotonic() + self._delay, data))
-        except OSError:
-            pass
-        finally:
-            line.put(None)
-
-    def _write(self, sink: socket.socket, line: queue.SimpleQueue[_Item]) -> None:
-        broken = False
-        while (item := line.get()) is not None:
-            if broken:
-                continue  # drain until the reader stops, so it never blocks on a dead peer
-            deadline, data = item
-            wait = deadline - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            try:
+            while True:
+                data, ancillary, _, _ = source.recvmsg(CHUNK, _TIMESTAMP_SPACE)
+                if not data:
+                    break
+                wait = _arrival(ancillary) + self._delay - time.time()
+                if wait > 0:
+                    time.sleep(wait)
                 sink.sendall(data)
-            except OSError:
-                broken = True
-                self.abort()
-        if not broken:
+        except OSError:
+            self.abort()
+        else:
             with contextlib.suppress(OSError):
                 sink.shutdown(socket.SHUT_WR)  # pass the half-close on, as TCP would
         self._writer_done()

@@ -50,7 +50,9 @@ def add_commands(commands: Any) -> None:
     demo.add_argument("--spread", type=float, default=10.0, help="seconds over which jobs fall due")
     demo.add_argument("--max-degree-of-parallelism", type=int, default=4)
     demo.add_argument("--batch-size", type=int, default=1000)
-    demo.add_argument("--release-mode", choices=RELEASE_MODES, default="batch")
+    demo.add_argument(
+        "--release-mode", choices=RELEASE_MODES, help="default: the release_mode setting's"
+    )
     demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
     demo.set_defaults(handler=cmd_demo)
 

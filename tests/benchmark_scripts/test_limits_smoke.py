@@ -3,9 +3,8 @@ from: at a tiny size, against the real servers, every item (each project path an
 runs, passes its check and gets a figure, and every path gets its ratio and verdict. The figures
 themselves are not asserted: at 200 jobs on a shared machine they mean nothing.
 
-Named to run (``tests/benchmarks`` is not collected by default):
-
-    .venv/bin/pytest tests/benchmarks/test_limits_smoke.py -q
+It runs in ``make test`` (a few seconds at 200 jobs), so the command the figures come from
+cannot rot unnoticed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 One pass: take ONE distributed scheduler lock -> recover claims whose owner died -> fetch a BATCH
 of the earliest-due jobs -> release them in a BOUNDED THREAD POOL, each under its own per-job
 claim -> repeat while a full batch came back -> release the lock. Between passes the scheduler
-sleeps until the next due time it peeked from storage, or the poll interval, whichever is sooner.
+sleeps until the next due time (or claim lease end) it peeked from storage, or the poll interval,
+whichever is sooner; a pass whose peek finds nothing due ends there, at one round trip.
 Any number of scheduler processes may run; the lock makes one of them active at a time and
 another takes over within a lease (plus a poll interval) when it dies.
 
@@ -125,8 +126,13 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         record_outcomes(self.metrics, path, outcomes)
         return len(moved) + len(claims), outcomes + Counter({Outcome.RELEASED: len(moved)})
 
-    def _next_due_at(self) -> float | None:
-        return self.storage.next_due_at()
+    def _next_work_at(self) -> float | None:
+        """Due jobs, and claims whose lease runs out (the pass recovers those first)."""
+        return self.storage.next_work_at()
+
+    def _work_beside_due(self) -> bool:
+        """Retention purges an idle store too, throttled by ``InPassPurge``."""
+        return self._purge.due()
 
     def _log(self, stats: PassStats) -> None:
         if stats.purged:

@@ -41,8 +41,9 @@ REMOVE_BATCH = 100
 
 
 def pass_view(scheduler: LockedScheduler[Any]) -> dict[str, Any] | None:
-    """The scheduler's last pass that held its lock: when it ended, how long it took, and its
-    counts (``released`` for delayed jobs, ``fired``/``created`` for recurring ones)."""
+    """The scheduler's last pass that held its lock or was idle (``idle``: nothing was due):
+    when it ended, how long it took, and its counts (``released`` for delayed jobs,
+    ``fired``/``created`` for recurring ones)."""
     last = scheduler.last_pass
     if last is None:
         return None

@@ -4,12 +4,19 @@ gracefully: in-flight work finishes and the lock is released.
 
 ``DelayedJobScheduler`` and ``RecurringJobScheduler`` differ only in what one pass does.
 
+An idle pass costs one storage round trip. Each pass of the loop first peeks when work is next
+due (one statement or script, ``_next_work_at``); when that is later than the storage clock's
+``now()`` (estimated locally, see clock.py) and the scheduler has no other work
+(``_work_beside_due``), the pass is idle: no lock, no recovery, no fetch, and the loop sleeps
+until the peeked time or a poll interval, whichever is sooner, without asking again.
+
 Take-over: a holder that dies keeps the lock until its lease runs out (at most ``lock_lease``
 after its last renewal, so at most one lease after its death). A scheduler that does not hold
-the lock never sleeps longer than one lease between attempts to take it (not even while backing
-off after failures), so a dead holder is replaced within ``lock_lease`` plus
-``min(poll_interval, lock_lease)``. A holder that stops gracefully releases the lock, and the
-next attempt takes it at once.
+the lock never sleeps longer than one lease between attempts to take it while work is due (not
+even while backing off after failures), so a dead holder is replaced within ``lock_lease`` plus
+``min(poll_interval, lock_lease)``. Its idle sleeps end when the work it peeked falls due, so
+the work a dead holder left (due jobs, claims whose lease runs out) brings it to the lock. A
+holder that stops gracefully releases the lock, and the next attempt takes it at once.
 """
 
 from __future__ import annotations
@@ -66,11 +73,14 @@ class LockedScheduler(ABC, Generic[StatsT]):
         self._pool = BoundedPool(self.settings.max_degree_of_parallelism)
         self._stopping = threading.Event()
         self._wake = threading.Event()
-        self._pass_began = -math.inf  # storage clock; only the loop's thread reads or writes it
+        # storage clock; only the loop's thread reads or writes these two
+        self._pass_began = -math.inf
+        self._idle_until: float | None = None  # the last idle pass's peek: when work falls due
         #: Where passes report their metrics; ``SchedulerService`` sets it when metrics are on.
         self.metrics: MetricsRecorder = NULL_RECORDER
         #: For the liveness heartbeat (``instances.py``), read from its thread: the lock while a
-        #: pass holds it, and the last pass that held it with when it ended (epoch seconds).
+        #: pass holds it, and the last pass that held it or was idle, with when it ended (epoch
+        #: seconds): an idle scheduler is alive and watching, not stuck.
         self.held: HeldLock | None = None
         self.last_pass: tuple[float, StatsT] | None = None
 
@@ -85,13 +95,37 @@ class LockedScheduler(ABC, Generic[StatsT]):
         """The pass's work, under the held lock."""
 
     @abstractmethod
-    def _next_due_at(self) -> float | None:
-        """The earliest time more work falls due (storage clock), for the sleep after a pass."""
+    def _next_work_at(self) -> float | None:
+        """When work next falls due (storage clock), in ONE storage round trip: the peek that
+        lets a pass with nothing due end there, and the sleep after a pass. ``None``: no work."""
+
+    def _work_beside_due(self) -> bool:
+        """Whether a pass has work even when nothing is due, answered without a storage call;
+        the pass then runs in full, without the peek."""
+        return False
 
     # -- one pass ---------------------------------------------------------------------------
 
     def run_once(self) -> StatsT:
-        """One pass; returns its stats. Does nothing when another scheduler holds the lock."""
+        """One pass of the loop; returns its stats. Idle when the peek finds nothing due by the
+        storage clock: then it costs that one round trip, takes no lock and says ``idle``.
+        Otherwise ``run_pass()``. An idle pass leaves the ``lock_held`` gauge as it was: that
+        reports the last attempt to take the lock, and an idle pass makes none."""
+        started = time.monotonic()
+        if not self._work_beside_due():
+            next_work = call_storage(self._next_work_at, give_up_after=self.settings.lock_lease)
+            if next_work is None or next_work > self._clock.now():
+                self._idle_until = next_work
+                stats = self._new_stats(False)
+                stats.idle = True
+                stats.duration = time.monotonic() - started
+                self.last_pass = (time.time(), stats)
+                return stats
+        return self.run_pass()
+
+    def run_pass(self) -> StatsT:
+        """One full pass whatever is due (``--once`` runs this); returns its stats. Does nothing
+        when another scheduler holds the lock."""
         started = time.monotonic()
         held = call_storage(
             lambda: held_lock.acquire(
@@ -105,8 +139,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
             return stats
         self.held = held
         try:
-            self._clock.sync()
-            self._pass_began = self._clock.now()
+            self._pass_began = self._clock.now()  # no round trip: the clock refreshes itself
             self._pass(held, stats)
         finally:
             held.release()
@@ -150,10 +183,14 @@ class LockedScheduler(ABC, Generic[StatsT]):
 
     def _delay_after(self, stats: StatsT) -> float:
         poll = self.settings.poll_interval
+        if stats.idle:  # until the work its peek saw falls due: no second round trip
+            if self._idle_until is None:
+                return poll
+            return min(poll, max(0.0, self._idle_until - self._clock.now()))
         if not stats.lock_acquired:  # try again within a lease: take-over must not wait longer
             return min(poll, self.settings.lock_lease)
         try:
-            next_due = self._next_due_at()
+            next_due = self._next_work_at()
             now = self._clock.now()
         except Exception as exc:
             logger.warning("peeking the next due time failed: %s", exc)

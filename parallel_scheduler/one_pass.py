@@ -23,8 +23,9 @@ DUE_COUNT_LIMIT = 100_000
 def run_one_pass(service: SchedulerService) -> int:
     """Run one recurring and one delayed pass, print the settings and stats as JSON; 0 when every
     job was handed over, 1 (with a line on stderr naming how many jobs stayed due) otherwise."""
-    recurring = service.recurring.run_once()
-    delayed = service.delayed.run_once()
+    # Full passes, not the loop's idle-skipping run_once: a one-off run says what it did.
+    recurring = service.recurring.run_pass()
+    delayed = service.delayed.run_pass()
     report = {
         "settings": service.settings.describe(),
         "recurring": recurring.as_dict(),

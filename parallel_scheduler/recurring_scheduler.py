@@ -111,7 +111,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         self.metrics.misfires(schedule.misfire_policy, plan.missed)
         return FireResult(FireOutcome.FIRED, created, len(result) - created, plan.missed)
 
-    def _next_due_at(self) -> float | None:
+    def _next_work_at(self) -> float | None:
+        """The earliest due recurring job's next run, in one statement or script; ``None`` when
+        none is due yet (the loop then sleeps a poll interval)."""
         due = self.storage.fetch_due_recurring(1)
         if due:
             return due[0].next_run_at

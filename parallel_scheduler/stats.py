@@ -24,9 +24,11 @@ __all__ = [
 
 class SchedulerStats(Protocol):
     """What the loop reads and writes on a pass's stats: whether the pass held the lock, whether
-    it failed (to back off), how long it took, and a plain dict for logs and ``--once``."""
+    it was idle (its peek found nothing due, so it took no lock and did nothing else), whether it
+    failed (to back off), how long it took, and a plain dict for logs and ``--once``."""
 
     lock_acquired: bool
+    idle: bool
     failed: int
     duration: float
 
@@ -45,6 +47,7 @@ class Outcome(str, enum.Enum):
 @dataclass
 class PassStats:
     lock_acquired: bool = False
+    idle: bool = False  # nothing was due: one peek, no lock (``lock_acquired`` is False)
     batches: int = 0
     fetched: int = 0
     recovered: int = 0
@@ -91,6 +94,7 @@ class FireResult(NamedTuple):
 @dataclass
 class RecurringPassStats:
     lock_acquired: bool = False
+    idle: bool = False  # nothing was due: one peek, no lock (``lock_acquired`` is False)
     batches: int = 0
     fetched: int = 0
     fired: int = 0  # recurring jobs that advanced

@@ -186,6 +186,15 @@ class ReleaseStore(Protocol):
     def next_due_at(self) -> float | None:
         """The earliest ``due_at`` of a ``SCHEDULED`` job, or ``None`` when there is none."""
 
+    def next_work_at(self) -> float | None:
+        """When a release pass next has work, in one round trip: the earlier of the earliest
+        ``due_at`` of a ``SCHEDULED`` job and the earliest lease end of a ``CLAIMED`` job (just
+        after it, ``recover_expired_claims`` finds that claim); ``None`` when there is neither.
+
+        The scheduler's peek before a pass: when this is in the future, the pass takes no lock
+        and costs nothing more. Served by the due index and the claim-lease index, never a scan.
+        """
+
 
 @runtime_checkable
 class LockStore(Protocol):

@@ -367,6 +367,16 @@ class RedisStorage(
             first = client.zrange(self._key("schedule"), 0, 0, withscores=True)
         return float(first[0][1]) if first else None
 
+    def next_work_at(self) -> float | None:
+        """The heads of the due set and of the claim leases (scored by lease end), read in one
+        MULTI/EXEC: one round trip, one snapshot."""
+        with self._talking() as client:
+            pipe = client.pipeline(transaction=True)
+            pipe.zrange(self._key("schedule"), 0, 0, withscores=True)
+            pipe.zrange(self._key("claimed"), 0, 0, withscores=True)
+            heads = pipe.execute()
+        return min((float(head[0][1]) for head in heads if head), default=None)
+
 
 def _configuration_problem(exc: redis.RedisError) -> str | None:
     """Refused credentials or permissions, a database number the server does not have, or an

@@ -154,6 +154,16 @@ class Statements:
             sa.select(jobs.c.id).where(scheduled, jobs.c.due_at <= now).order_by(*due_first)
         ).limit(limit)
         self.next_due_at = sa.select(sa.func.min(jobs.c.due_at)).where(scheduled)
+        # Two independent minimums in one statement, each read from the end of its own index
+        # (the due index, the claim-lease index); NULL where that set is empty.
+        claimed = state_is(jobs.c.state, JobState.CLAIMED)
+        self.next_work_at = sa.select(
+            self.next_due_at.scalar_subquery().label("due_at"),
+            sa.select(sa.func.min(jobs.c.lease_until))
+            .where(claimed)
+            .scalar_subquery()
+            .label("lease_until"),
+        )
         claimable = sa.select(jobs.c.id).where(
             scheduled, jobs.c.due_at <= now, self._lock_is_held()
         )

@@ -136,6 +136,10 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         due = self._scalar(self._sql.next_due_at)
         return None if due is None else float(due)
 
+    def next_work_at(self) -> float | None:
+        (row,) = self._rows(self._sql.next_work_at, {})
+        return min((float(at) for at in row if at is not None), default=None)
+
     # -- management -------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:

@@ -180,6 +180,68 @@ def test_next_due_at_peeks_the_earliest_scheduled(storage: Storage) -> None:
     assert storage.next_due_at() == pytest.approx(now + 60, abs=1e-3)
 
 
+def test_next_work_at_is_none_for_an_empty_store_and_the_earliest_due_time(
+    storage: Storage,
+) -> None:
+    # Given no job, then jobs due later in a shuffled order
+    assert storage.next_work_at() is None
+    now = storage.now()
+    storage.add_jobs([job("later", now + 60), job("sooner", now + 30), job("last", now + 90)])
+    # Then the scheduler's peek is the earliest due time
+    assert storage.next_work_at() == pytest.approx(now + 30, abs=1e-3)
+    # And a job already due counts the same way: its due time, in the past
+    storage.add_jobs([job("due", now - 5)])
+    assert storage.next_work_at() == pytest.approx(now - 5, abs=1e-3)
+
+
+def test_next_work_at_counts_neither_cancelled_nor_finished_jobs(storage: Storage) -> None:
+    # Given jobs due long ago: one cancelled, and two claimed that end Enqueued and Expired
+    now = storage.now()
+    storage.add_jobs([job("cancelled", now - 100), job("sent", now - 50), job("late", now - 40)])
+    assert storage.cancel("cancelled")
+    lock = take_lock(storage)
+    sent, late = storage.claim("sent", lock, lease=30), storage.claim("late", lock, lease=30)
+    assert sent is not None and late is not None
+    assert storage.mark_enqueued([sent]) == ["sent"]
+    assert storage.expire([late], "expired before release") == ["late"]
+    # Then there is no work: finished jobs count neither by due time nor by their old lease
+    assert storage.next_work_at() is None
+
+
+def test_next_work_at_is_the_end_of_the_earliest_claim_lease(storage: Storage) -> None:
+    # Given jobs due in an hour, and a job claimed under a short lease by a claimer that stalls
+    now = storage.now()
+    storage.add_jobs([job("later", now + 3600), job("claimed", now - 1)])
+    lock = take_lock(storage, "a", lease=30)
+    before = storage.now()
+    assert storage.claim("claimed", lock, lease=0.5) is not None
+    after = storage.now()
+    # Then the peek is when that lease ends (earlier than the due jobs), while it runs ...
+    peek = storage.next_work_at()
+    assert peek is not None and before + 0.5 - 1e-3 <= peek <= after + 0.5 + 1e-3
+    # ... and after it ran out: from then on, recovering the claim is work
+    wait_until(lambda: storage.now() > peek, timeout=5)
+    assert storage.next_work_at() == peek
+    assert storage.recover_expired_claims() == 1
+    # And once recovered, the job is due at its old due time again
+    assert storage.next_work_at() == pytest.approx(now - 1, abs=1e-3)
+
+
+def test_next_work_at_takes_the_earlier_of_due_times_and_lease_ends(storage: Storage) -> None:
+    # Given a job claimed under a 30-second lease and a job due in 10 seconds
+    now = storage.now()
+    storage.add_jobs([job("claimed", now - 1)])
+    lock = take_lock(storage)
+    claim = storage.claim("claimed", lock, lease=30)
+    assert claim is not None
+    storage.add_jobs([job("soon", now + 10)])
+    # Then the due time is earlier, so it is the peek
+    assert storage.next_work_at() == pytest.approx(now + 10, abs=1e-3)
+    # And once the claim is given back, the job is due again at its old due time
+    assert storage.unclaim([claim]) == ["claimed"]
+    assert storage.next_work_at() == pytest.approx(now - 1, abs=1e-3)
+
+
 def test_limit_must_be_positive(storage: Storage) -> None:
     with pytest.raises(InvalidArgumentError, match="limit"):
         storage.fetch_due_ids(0)

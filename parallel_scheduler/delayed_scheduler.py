@@ -76,6 +76,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         """True once a pass found storage and broker on one Redis server (see envelopes.py)."""
         return self._list_db is not None
 
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """Where the passes hand jobs over (the start-up line names its publish path)."""
+        return self._dispatcher
+
     def _new_stats(self, lock_acquired: bool) -> PassStats:
         return PassStats(lock_acquired=lock_acquired)
 

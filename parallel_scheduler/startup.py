@@ -39,7 +39,7 @@ def start_line_parts(service: SchedulerService) -> tuple[str, str, dict[str, obj
 
 def publish_of(service: SchedulerService) -> str:
     """How ``service`` hands due jobs to the broker (``dispatchers.publish_description``)."""
-    return publish_description(service.delayed._dispatcher)
+    return publish_description(service.delayed.dispatcher)
 
 
 def log_start(service: SchedulerService) -> None:

@@ -10,11 +10,9 @@ is ``sql_recurring_store.py``, retention ``sql_retention_store.py``, browsing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from .checks import (
     check_new_jobs,
@@ -55,6 +53,7 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._held.close_all()
             self._engine.dispose()
 
     def drop(self) -> None:
@@ -91,7 +90,7 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
 
     def claim(self, job_id: str, lock: LockLease, lease: float) -> ClaimedJob | None:
         params = self._claim_params(lock, lease)
-        rows = self._rows(self._sql.claim, {**params, "job_id": job_id})
+        rows = self._driver_rows(self._sql.claim, {**params, "job_id": job_id})
         return claimed_job(rows[0], lock.token) if rows else None
 
     def claim_due(self, limit: int, lock: LockLease, lease: float) -> list[ClaimedJob]:
@@ -110,14 +109,20 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
             by_token.setdefault(claim.token, []).append(claim.id)
         if not by_token:
             return []
-        scope: AbstractContextManager[Connection] = (
-            self._transaction() if len(by_token) > 1 else self._connection()
-        )
         settled: set[str] = set()
-        with scope as conn:
-            for token, ids in by_token.items():
-                params = {"ids": self._dialect.bind_ids(ids), "held_token": token, "error": error}
-                settled.update(conn.execute(statement, params).scalars())
+        if len(by_token) == 1:  # one statement, atomic by itself: the per-job path's mark
+            ((token, ids),) = by_token.items()
+            params = {"ids": self._dialect.bind_ids(ids), "held_token": token, "error": error}
+            settled.update(row[0] for row in self._driver_rows(statement, params))
+        else:
+            with self._transaction() as conn:
+                for token, ids in by_token.items():
+                    params = {
+                        "ids": self._dialect.bind_ids(ids),
+                        "held_token": token,
+                        "error": error,
+                    }
+                    settled.update(conn.execute(statement, params).scalars())
         return [job_id for job_id in dict.fromkeys(c.id for c in claims) if job_id in settled]
 
     def mark_enqueued(self, claims: Sequence[ClaimedJob]) -> list[str]:

@@ -1,7 +1,9 @@
 """The storage server's clock, estimated locally so hot paths need no round trip to read it.
 
 Due times and leases are judged by the storage clock (so hosts with skewed clocks agree); a
-process measures its offset from that clock once and refreshes it now and then.
+process measures its offset from that clock at first use and refreshes it every
+``refresh_every`` seconds (three reads each time), never per scheduler pass: an idle pass must
+cost one round trip, its peek (see locked_scheduler.py).
 """
 
 from __future__ import annotations

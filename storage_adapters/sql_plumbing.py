@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
@@ -83,24 +83,29 @@ class DriverStatement:
 
 
 class _Kept:
-    """One thread's kept connection and cursor; when the thread ends, its thread-local copy
-    goes, and a finalizer gives the connection back to the pool."""
+    """A connection and cursor for ``_driver_rows``: kept by its thread, or ``one_shot`` (given
+    back after the call). A kept one's thread-local copy goes when its thread ends, and a
+    finalizer then gives the connection back to the pool."""
 
-    __slots__ = ("__weakref__", "cursor", "pooled")
+    __slots__ = ("__weakref__", "cursor", "one_shot", "pooled")
 
-    def __init__(self, pooled: PoolProxiedConnection, cursor: Any) -> None:
+    def __init__(self, pooled: PoolProxiedConnection, cursor: Any, one_shot: bool) -> None:
         self.pooled = pooled
         self.cursor = cursor
+        self.one_shot = one_shot
 
 
 class _HeldConnections:
-    """One pooled DBAPI connection and cursor per thread, kept between calls of
-    ``SQLPlumbing._driver_rows``; given back when the thread ends, when a statement on it fails,
-    and by ``close_all`` (``SQLStorage.close``).
+    """Pooled DBAPI connections and cursors kept by threads between calls of
+    ``SQLPlumbing._driver_rows``: at most the pool's ``pool_size`` of them, so the pool's
+    overflow always stays for every other call (the lock renewal, the pass's own reads) and for
+    threads beyond that many, which take a connection per call as before. A kept connection is
+    given back when its thread ends, when a statement on it fails, and by ``close_all``
+    (``SQLStorage.close``).
 
-    A pool thread of the scheduler runs one job at a time, so its connection is never shared;
-    the pool's ``pool_size`` (the scheduler's parallelism) still bounds them, and the other
-    storage calls take theirs from the pool's overflow as before.
+    A pool thread of the scheduler runs one job at a time, so its connection is never shared.
+    Only a ``QueuePool`` (PostgreSQL, SQLite files) has connections to keep; with another pool
+    every call takes its own.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -108,51 +113,65 @@ class _HeldConnections:
         self._local = threading.local()
         self._guard = threading.Lock()
         self._every: set[PoolProxiedConnection] = set()
+        pool = engine.pool
+        self._limit = pool.size() if isinstance(pool, QueuePool) else 0
 
-    def get(self) -> tuple[PoolProxiedConnection, Any]:
+    def get(self) -> _Kept:
         kept: _Kept | None = getattr(self._local, "kept", None)
         if kept is not None:
-            return kept.pooled, kept.cursor
+            return kept
         pooled = self._engine.raw_connection()
         try:
-            kept = _Kept(pooled, pooled.cursor())
+            cursor = pooled.cursor()
         except BaseException:
             pooled.close()
             raise
         with self._guard:
-            self._every.add(pooled)
-        weakref.finalize(kept, self._return, pooled, kept.cursor).atexit = False
-        self._local.kept = kept
-        return pooled, kept.cursor
+            keep = len(self._every) < self._limit
+            if keep:
+                self._every.add(pooled)
+        kept = _Kept(pooled, cursor, one_shot=not keep)
+        if keep:
+            weakref.finalize(kept, self._thread_ended, pooled, cursor).atexit = False
+            self._local.kept = kept
+        return kept
 
-    def give_back(self, invalidate: BaseException | None = None) -> None:
-        """Return this thread's connection to the pool (first invalidated, if given)."""
-        kept: _Kept | None = getattr(self._local, "kept", None)
-        self._local.kept = None
-        if kept is not None:
-            self._return(kept.pooled, kept.cursor, invalidate)
+    def done(self, kept: _Kept, failed: bool = False, lost: BaseException | None = None) -> None:
+        """After a call on ``kept``: a one-shot connection goes back to the pool, and so does a
+        kept one whose call failed (first invalidated when it was ``lost``)."""
+        if not (kept.one_shot or failed):
+            return
+        if not kept.one_shot:
+            self._local.kept = None
+            with self._guard:
+                self._every.discard(kept.pooled)
+        _give_back(kept.pooled, kept.cursor, lost)
 
-    def _return(
-        self, pooled: PoolProxiedConnection, cursor: Any, invalidate: BaseException | None = None
-    ) -> None:
+    def _thread_ended(self, pooled: PoolProxiedConnection, cursor: Any) -> None:
         with self._guard:
             if pooled not in self._every:
                 return  # given back already
             self._every.discard(pooled)
-        with contextlib.suppress(Exception):
-            cursor.close()
-        if invalidate is not None:
-            pooled.invalidate(invalidate)
-        with contextlib.suppress(Exception):
-            pooled.close()
+        _give_back(pooled, cursor)
 
     def close_all(self) -> None:
-        """Give every thread's connection back; called once no thread uses them any more."""
+        """Give every kept connection back; called once no thread uses them any more."""
         with self._guard:
             every, self._every = self._every, set()
         for pooled in every:
             with contextlib.suppress(Exception):
                 pooled.close()
+
+
+def _give_back(
+    pooled: PoolProxiedConnection, cursor: Any, lost: BaseException | None = None
+) -> None:
+    with contextlib.suppress(Exception):
+        cursor.close()
+    if lost is not None:
+        pooled.invalidate(lost)
+    with contextlib.suppress(Exception):
+        pooled.close()
 
 
 class SQLPlumbing:
@@ -199,11 +218,11 @@ class SQLPlumbing:
         SQLAlchemy's execution layer (see the module's docstring): plain tuples, in the
         statement's column order.
 
-        Each thread keeps one pooled connection and its cursor for these statements
-        (``_HeldConnections``), so a job costs no pool check-out and return. The engine is in
-        autocommit mode, so every statement commits by itself and nothing stays open between
-        jobs; a statement that fails gives its connection back to the pool (invalidated when it
-        was lost), so the thread's next job starts on a fresh one.
+        Each thread keeps one pooled connection and its cursor for these statements, up to the
+        pool's size (``_HeldConnections``), so a job costs no pool check-out and return. The
+        engine is in autocommit mode, so every statement commits by itself and nothing stays
+        open between jobs; a statement that fails gives its connection back to the pool
+        (invalidated when it was lost), so the thread's next job starts on a fresh one.
         """
         if self._closed:
             raise StorageError(f"{self!r} is closed")
@@ -212,18 +231,18 @@ class SQLPlumbing:
             prepared = DriverStatement(statement, self._engine.dialect)
             self._driver_statements[id(statement)] = prepared
         try:
-            pooled, cursor = self._held.get()
+            kept = self._held.get()
         except DBAPIError as exc:
             raise self._translate(exc) from exc
         except sa.exc.TimeoutError as exc:
             raise self._no_free_connection(exc) from exc
         dialect = self._engine.dialect
         try:
-            cursor.execute(prepared.sql, prepared.parameters(params))
-            return list(cursor.fetchall())
+            kept.cursor.execute(prepared.sql, prepared.parameters(params))
+            rows = list(kept.cursor.fetchall())
         except dialect.loaded_dbapi.Error as orig:
-            lost = dialect.is_disconnect(orig, pooled.dbapi_connection, cursor)
-            self._held.give_back(invalidate=orig if lost else None)
+            lost = dialect.is_disconnect(orig, kept.pooled.dbapi_connection, kept.cursor)
+            self._held.done(kept, failed=True, lost=orig if lost else None)
             wrapped = DBAPIError.instance(  # a DBAPIError, as ``orig`` is a driver error
                 prepared.sql,
                 None,
@@ -236,8 +255,10 @@ class SQLPlumbing:
             assert isinstance(wrapped, DBAPIError)
             raise self._translate(wrapped) from orig
         except BaseException:
-            self._held.give_back()
+            self._held.done(kept, failed=True)
             raise
+        self._held.done(kept)
+        return rows
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:

@@ -136,3 +136,30 @@ def test_a_thread_that_ends_gives_its_connection_back(make_storage: MakeStorage)
         thread.join(timeout=20)
         assert not thread.is_alive(), "a claim waited for a connection the ended threads kept"
     assert claimed == ids
+
+
+def test_threads_beyond_the_pool_size_still_claim_while_the_others_keep_theirs(
+    make_storage: MakeStorage,
+) -> None:
+    """Pool 1 + overflow 1: one thread keeps a connection, the others (all alive at once) take
+    one per call from the overflow. Were every thread to keep its own, the third would wait for
+    a free connection until the pool's timeout."""
+    storage = make_storage(pool_size=1)
+    ids = add_due(storage, 4)
+    lock = take_lock(storage)
+    all_claimed = threading.Barrier(len(ids) + 1)
+    claimed: list[str] = []
+
+    def claim(job_id: str) -> None:
+        claim = storage.claim(job_id, lock, 30)
+        assert claim is not None
+        claimed.append(claim.id)
+        all_claimed.wait(timeout=30)  # stay alive: an ended thread gives its connection back
+
+    threads = [threading.Thread(target=claim, args=(job_id,)) for job_id in ids]
+    for thread in threads:
+        thread.start()
+    all_claimed.wait(timeout=20)  # broken (BrokenBarrierError) if a claim waited that long
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed) == ids

@@ -10,9 +10,10 @@ One run, on one storage server (``--storage-url``), under a fresh prefix:
    lateness (due -> handed over) are the baseline;
 2. ``--jobs`` finished (Enqueued) jobs are stored through the public path (add, claim, mark),
    then left to age past ``--retention``;
-3. **full**: the same stream again, while the lock holder's in-pass purge deletes the backlog one
-   batch per pass; the same figures, then the scheduler keeps running until the backlog is gone
-   (``--drain-timeout``) and how long that took;
+3. **full**: the same stream again, while the scheduler's purger (its own thread and lock,
+   short slices, a bounded share of the server's time: ``parallel_scheduler/retention.py``)
+   deletes the backlog beside the passes; the same figures, then the scheduler keeps running
+   until the backlog is gone (``--drain-timeout``) and how long that took;
 4. storage size at the start, full, and after the purge (PostgreSQL ``pg_total_relation_size`` of
    the jobs table with its indexes, Redis ``INFO memory`` ``used_memory``: a server-wide figure,
    so run it on a quiet server). PostgreSQL keeps a table's pages after a DELETE for reuse
@@ -134,7 +135,7 @@ def stream(storage: Storage, ns: argparse.Namespace, label: str) -> dict[str, An
         "jobs": total,
         "released": len(sent),
         "passes": len(scheduler.passes),
-        "purged": sum(p.purged for p in scheduler.passes),
+        "purged": scheduler.purger.purged,
         "pass_ms": ms_summary(releasing),
         "lateness_ms": ms_summary([sent[j] - due[j] for j in sent]),
         "_scheduler": (scheduler, thread),

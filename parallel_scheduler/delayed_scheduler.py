@@ -28,10 +28,10 @@ from .dispatchers import Dispatcher, release_path
 from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
-from .log_format import event, pass_event
+from .log_format import pass_event
 from .recorder import record_outcomes
 from .release import ReleaseListener, Releaser
-from .retention import InPassPurge
+from .retention import RetentionPurger
 from .retrying import call_storage
 from .settings import Settings
 from .stats import Outcome, PassStats
@@ -67,8 +67,10 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         self._script_release = script_release_for(storage, dispatcher)
         self._list_db: int | None = None
         self._list_db_known = False
-        self._purge = InPassPurge(
-            storage, self._clock, self.settings.retention, self.settings.batch_size
+        #: Deletes old finished jobs beside the passes, in a thread and under a lock of its own,
+        #: from ``run_forever()`` to its end (see retention.py): a pass never waits for a purge.
+        self.purger = RetentionPurger(
+            storage, self._clock, self.settings.retention, self.owner, self.settings.lock_lease
         )
 
     @property
@@ -81,6 +83,18 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         """Where the passes hand jobs over (the start-up line names its publish path)."""
         return self._dispatcher
 
+    def run_forever(self, *, install_signal_handlers: bool = True) -> None:
+        """The pass loop, with retention's purger running beside it until the loop ends."""
+        self.purger.start()
+        try:
+            super().run_forever(install_signal_handlers=install_signal_handlers)
+        finally:
+            self.purger.stop()
+
+    def close(self) -> None:
+        self.purger.stop()
+        super().close()
+
     def _new_stats(self, lock_acquired: bool) -> PassStats:
         return PassStats(lock_acquired=lock_acquired)
 
@@ -92,15 +106,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         self.metrics.claims_recovered(stats.recovered)
-        drained = False  # the due set was emptied: retention may have its turn
         while self._keep_going(held) and not self._releaser.halted:
             fetched, outcomes = self._release_batch(held)
             stats.add_batch(fetched, outcomes)
             if fetched < self.settings.batch_size:
-                drained = True
                 break
-        if drained and self._keep_going(held) and self._purge.due():
-            stats.purged = self._purge.run()
         self._log(stats)
 
     def _release_batch(self, held: HeldLock) -> tuple[int, Counter[Outcome]]:
@@ -135,17 +145,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         """Due jobs, and claims whose lease runs out (the pass recovers those first)."""
         return self.storage.next_work_at()
 
-    def _work_beside_due(self) -> bool:
-        """Retention purges an idle store too, throttled by ``InPassPurge``."""
-        return self._purge.due()
-
     def _log(self, stats: PassStats) -> None:
-        if stats.purged:
-            logger.info(
-                "pass purged %d finished job(s) past retention",
-                stats.purged,
-                extra=event(purged=stats.purged),
-            )
         if stats.fetched or stats.recovered:
             logger.info(
                 "pass released %d of %d due job(s) (%d batch(es), %d expired, %d failed, "

@@ -6,9 +6,9 @@ gracefully: in-flight work finishes and the lock is released.
 
 An idle pass costs one storage round trip. Each pass of the loop first peeks when work is next
 due (one statement or script, ``_next_work_at``); when that is later than the storage clock's
-``now()`` (estimated locally, see clock.py) and the scheduler has no other work
-(``_work_beside_due``), the pass is idle: no lock, no recovery, no fetch, and the loop sleeps
-until the peeked time or a poll interval, whichever is sooner, without asking again.
+``now()`` (estimated locally, see clock.py), the pass is idle: no lock, no recovery, no fetch,
+and the loop sleeps until the peeked time or a poll interval, whichever is sooner, without asking
+again. (Retention purges beside the passes, in a thread of its own: see retention.py.)
 
 Take-over: a holder that dies keeps the lock until its lease runs out (at most ``lock_lease``
 after its last renewal, so at most one lease after its death). A scheduler that does not hold
@@ -99,11 +99,6 @@ class LockedScheduler(ABC, Generic[StatsT]):
         """When work next falls due (storage clock), in ONE storage round trip: the peek that
         lets a pass with nothing due end there, and the sleep after a pass. ``None``: no work."""
 
-    def _work_beside_due(self) -> bool:
-        """Whether a pass has work even when nothing is due, answered without a storage call;
-        the pass then runs in full, without the peek."""
-        return False
-
     # -- one pass ---------------------------------------------------------------------------
 
     def run_once(self) -> StatsT:
@@ -112,15 +107,14 @@ class LockedScheduler(ABC, Generic[StatsT]):
         Otherwise ``run_pass()``. An idle pass leaves the ``lock_held`` gauge as it was: that
         reports the last attempt to take the lock, and an idle pass makes none."""
         started = time.monotonic()
-        if not self._work_beside_due():
-            next_work = call_storage(self._next_work_at, give_up_after=self.settings.lock_lease)
-            if next_work is None or next_work > self._clock.now():
-                self._idle_until = next_work
-                stats = self._new_stats(False)
-                stats.idle = True
-                stats.duration = time.monotonic() - started
-                self.last_pass = (time.time(), stats)
-                return stats
+        next_work = call_storage(self._next_work_at, give_up_after=self.settings.lock_lease)
+        if next_work is None or next_work > self._clock.now():
+            self._idle_until = next_work
+            stats = self._new_stats(False)
+            stats.idle = True
+            stats.duration = time.monotonic() - started
+            self.last_pass = (time.time(), stats)
+            return stats
         return self.run_pass()
 
     def run_pass(self) -> StatsT:

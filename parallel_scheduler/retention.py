@@ -1,14 +1,20 @@
-"""Retention inside the delayed scheduler's passes: the lock holder deletes old finished jobs
-(enqueued, cancelled, expired), one bounded batch at a time, so storage stops growing with every
-job ever released while no single statement or script holds the table or the server for long.
+"""Retention: deleting old finished jobs (enqueued, cancelled, expired) so storage stops growing
+with every job ever released, without slowing a single release down.
 
-Three rules keep it out of the way of releases:
+The purge runs beside the delayed scheduler's passes, never inside them, in a thread of its own
+under a lock of its own (``retention``): one process purges at a time, and a pass never waits
+for a purge to finish (a pass that purged after its releases was measured at 383 ms instead of
+4.6 ms with 1,000,000 finished jobs on PostgreSQL, and every release due meanwhile waited too).
+What a purge can still take from releases is the storage server's time, which it bounds:
 
-* due work first: a pass purges only after its release loop found no more due jobs;
-* one batch per pass, of ``batch_size`` jobs at most, served by an index on finish time;
-* throttled: after a batch that was not full (nothing more to delete) the next purge waits
-  ``PURGE_EVERY`` seconds, so an idle scheduler does not send a delete every poll; after a full
-  one the next pass purges again, so a backlog drains at one batch per pass.
+* **short slices**: each slice deletes as many jobs as fit in ``SLICE_BUDGET`` seconds, sized
+  from the previous slice's pace (at most ``MAX_SLICE`` jobs), so one Lua script or one DELETE
+  never holds Redis or a PostgreSQL backend for long;
+* **a duty cycle**: after a slice of ``d`` seconds it pauses ``d * (1 - DUTY) / DUTY``, so a
+  backlog takes at most ``DUTY`` of the server's time while it drains (1,000,000 jobs: about a
+  minute on Redis, a few on PostgreSQL);
+* **idle when done**: once a slice comes back short (nothing more to delete) it releases the
+  lock and looks again after ``PURGE_EVERY`` seconds.
 
 A purge that fails is logged and retried after ``PURGE_EVERY``: retention never stops releases.
 The recurring jobs' firing history needs no purge: each record keeps its last
@@ -18,61 +24,134 @@ The recurring jobs' firing history needs no purge: each record keeps its last
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
 
-from storage_adapters import RetentionStore, StorageError
+from storage_adapters import Storage, StorageError
 from storage_adapters.retention import PURGEABLE_STATES
 
+from . import held_lock
 from .clock import StorageClock
+from .log_format import event
 
-__all__ = ["PURGE_EVERY", "InPassPurge"]
+__all__ = ["DUTY", "LOCK_NAME", "MAX_SLICE", "PURGE_EVERY", "SLICE_BUDGET", "RetentionPurger"]
 
 logger = logging.getLogger(__name__)
-#: Seconds between purges once there was nothing more to delete.
+LOCK_NAME = "retention"
+#: Seconds between looks once there was nothing more to delete (and after a failure).
 PURGE_EVERY = 5.0
+#: What one slice may take, in seconds: the longest a purge holds the server at a time.
+SLICE_BUDGET = 0.002
+#: The most jobs one slice deletes, and the first slice's size (before its pace is known).
+MAX_SLICE = 1000
+FIRST_SLICE = 100
+#: The share of time a draining purge spends in slices.
+DUTY = 0.1
 
 
-class InPassPurge:
-    """Decides when the lock holder purges, and purges one batch."""
+class RetentionPurger:
+    """Deletes jobs finished more than ``retention`` seconds ago, slice by slice, in its thread."""
 
     def __init__(
         self,
-        storage: RetentionStore,
+        storage: Storage,
         clock: StorageClock,
         retention: float | None,
-        batch: int,
+        owner: str,
+        lease: float,
         *,
         every: float = PURGE_EVERY,
-        monotonic: Callable[[], float] = time.monotonic,
+        budget: float = SLICE_BUDGET,
+        duty: float = DUTY,
     ) -> None:
         self._storage = storage
         self._clock = clock
         self._retention = retention or None  # 0 keeps everything, as None does
-        self._batch = batch
+        self._owner = owner
+        self._lease = lease
         self._every = every
-        self._monotonic = monotonic
-        self._next = -float("inf")  # monotonic time of the next allowed purge
+        self._budget = budget
+        self._duty = duty
+        self._slice = FIRST_SLICE
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._total = 0
+        self._guard = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self._retention is not None
 
-    def due(self) -> bool:
-        return self._retention is not None and self._monotonic() >= self._next
+    @property
+    def purged(self) -> int:
+        """Jobs this purger deleted since it was made."""
+        with self._guard:
+            return self._total
 
-    def run(self) -> int:
-        """Delete one batch of jobs finished more than ``retention`` ago; how many."""
+    def purge_slice(self) -> tuple[int, bool]:
+        """One slice, without the lock (the caller holds it, or purges by hand): how many it
+        deleted, and whether it came back full (more may be left)."""
         if self._retention is None:
-            return 0
+            return 0, False
+        asked = self._slice
         cutoff = self._clock.now() - self._retention
+        started = time.monotonic()
+        deleted = self._storage.purge_finished(PURGEABLE_STATES, cutoff, asked)
+        took = time.monotonic() - started
+        if deleted:
+            pace = deleted / max(took, 1e-6)  # jobs a second
+            self._slice = max(1, min(MAX_SLICE, int(pace * self._budget)))
+            with self._guard:
+                self._total += deleted
+        return deleted, deleted >= asked
+
+    def start(self) -> None:
+        """Purge in a daemon thread until ``stop()``; does nothing when retention is off."""
+        if self._retention is None or self._thread is not None:
+            return
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="retention", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop after the slice in flight (one slice: ``SLICE_BUDGET``, about) and free the lock."""
+        self._stopping.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._drain()
+            except StorageError as exc:
+                logger.warning("purging finished jobs failed, retrying later: %s", exc)
+            except Exception:
+                logger.exception("purging finished jobs failed, retrying later")
+            self._stopping.wait(self._every)
+
+    def _drain(self) -> None:
+        """Under the lock: slices with pauses until one comes back short, the lock is lost, or
+        the purger stops."""
+        held = held_lock.acquire(self._storage, LOCK_NAME, self._owner, self._lease)
+        if held is None:
+            return  # another process purges
+        began, total = time.monotonic(), 0
         try:
-            purged = self._storage.purge_finished(PURGEABLE_STATES, cutoff, self._batch)
-        except StorageError as exc:
-            logger.warning("purging finished jobs failed, retrying later: %s", exc)
-            purged = 0
-        full = purged >= self._batch
-        self._next = self._monotonic() + (0.0 if full else self._every)
-        if purged:
-            logger.debug("purged %d finished job(s) older than %.0f s", purged, self._retention)
-        return purged
+            while held.valid() and not self._stopping.is_set():
+                started = time.monotonic()
+                deleted, full = self.purge_slice()
+                total += deleted
+                if not full:
+                    break
+                took = time.monotonic() - started
+                self._stopping.wait(took * (1 - self._duty) / self._duty)
+        finally:
+            held.release()
+        if total:
+            logger.info(
+                "purged %d finished job(s) past retention in %.1f s",
+                total,
+                time.monotonic() - began,
+                extra=event(purged=total),
+            )

@@ -57,7 +57,6 @@ class PassStats:
     failed: int = 0
     fenced: int = 0
     stopped: int = 0
-    purged: int = 0  # old finished jobs deleted by retention after the releases
     duration: float = 0.0
 
     def add_batch(self, fetched: int, outcomes: Counter[Outcome]) -> None:

@@ -165,9 +165,9 @@ def _config(ns: argparse.Namespace) -> BurstConfig:
     return BurstConfig.from_options(ns, results_url=results_url)
 
 
-CHOICES = [
-    ("--release-mode", ("per_job", "batch"), "how due jobs are claimed"),
-    ("--dispatcher", ("send_task", "fast_publish"),
+CHOICES = [  # the product's defaults first: batch claims, fast publish
+    ("--release-mode", ("batch", "per_job"), "how due jobs are claimed"),
+    ("--dispatcher", ("fast_publish", "send_task"),
      "fast_publish: one round trip per chunk to a Redis broker (RedisPublisher)"),
     ("--pool", ("prefork", "solo"),
      "prefork: one celery worker with --workers children; solo: --workers solo workers"),

@@ -7,9 +7,12 @@ for a purge to finish (a pass that purged after its releases was measured at 383
 4.6 ms with 1,000,000 finished jobs on PostgreSQL, and every release due meanwhile waited too).
 What a purge can still take from releases is the storage server's time, which it bounds:
 
-* **short slices**: each slice deletes as many jobs as fit in ``SLICE_BUDGET`` seconds, sized
-  from the previous slice's pace (at most ``MAX_SLICE`` jobs), so one Lua script or one DELETE
-  never holds Redis or a PostgreSQL backend for long;
+* **short slices**: each slice deletes about as many jobs as fit in ``SLICE_BUDGET`` seconds,
+  sized from the previous slice (at most twice or half its size, between ``MIN_SLICE`` and
+  ``MAX_SLICE`` jobs), so one Lua script or one DELETE never holds Redis or a PostgreSQL backend
+  for long. The floor matters where a slice's fixed cost (round trips: three for a PostgreSQL
+  purge) outweighs the budget on its own: sizing by pace alone would shrink such slices to one
+  job each and the drain to a crawl (25 jobs/s, measured);
 * **a duty cycle**: after a slice of ``d`` seconds it pauses ``d * (1 - DUTY) / DUTY``, so a
   backlog takes at most ``DUTY`` of the server's time while it drains (1,000,000 jobs: about a
   minute on Redis, a few on PostgreSQL);
@@ -34,7 +37,15 @@ from . import held_lock
 from .clock import StorageClock
 from .log_format import event
 
-__all__ = ["DUTY", "LOCK_NAME", "MAX_SLICE", "PURGE_EVERY", "SLICE_BUDGET", "RetentionPurger"]
+__all__ = [
+    "DUTY",
+    "LOCK_NAME",
+    "MAX_SLICE",
+    "MIN_SLICE",
+    "PURGE_EVERY",
+    "SLICE_BUDGET",
+    "RetentionPurger",
+]
 
 logger = logging.getLogger(__name__)
 LOCK_NAME = "retention"
@@ -42,9 +53,9 @@ LOCK_NAME = "retention"
 PURGE_EVERY = 5.0
 #: What one slice may take, in seconds: the longest a purge holds the server at a time.
 SLICE_BUDGET = 0.002
-#: The most jobs one slice deletes, and the first slice's size (before its pace is known).
+#: The fewest and the most jobs one slice deletes; the first slice deletes the fewest.
+MIN_SLICE = 100
 MAX_SLICE = 1000
-FIRST_SLICE = 100
 #: The share of time a draining purge spends in slices.
 DUTY = 0.1
 
@@ -72,7 +83,7 @@ class RetentionPurger:
         self._every = every
         self._budget = budget
         self._duty = duty
-        self._slice = FIRST_SLICE
+        self._slice = MIN_SLICE
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._total = 0
@@ -98,9 +109,10 @@ class RetentionPurger:
         started = time.monotonic()
         deleted = self._storage.purge_finished(PURGEABLE_STATES, cutoff, asked)
         took = time.monotonic() - started
+        if deleted >= asked:  # a full slice tells how long this size takes
+            fitting = int(asked * self._budget / max(took, 1e-6))
+            self._slice = max(MIN_SLICE, asked // 2, min(MAX_SLICE, asked * 2, fitting))
         if deleted:
-            pace = deleted / max(took, 1e-6)  # jobs a second
-            self._slice = max(1, min(MAX_SLICE, int(pace * self._budget)))
             with self._guard:
                 self._total += deleted
         return deleted, deleted >= asked

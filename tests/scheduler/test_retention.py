@@ -9,8 +9,8 @@ from typing import Any
 
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.retention import LOCK_NAME, MAX_SLICE, RetentionPurger
-from storage_adapters import JobState, Storage
+from parallel_scheduler.retention import LOCK_NAME, MAX_SLICE, MIN_SLICE, RetentionPurger
+from storage_adapters import JobState, NewJob, Storage
 from tests.waiting import wait_until
 
 RETENTION = 0.5
@@ -123,3 +123,20 @@ def test_one_process_purges_at_a_time(storage: Storage) -> None:
     assert storage.release_lock(other)
     second._drain()
     assert second.purged == len(finished)
+
+
+def test_slices_whose_fixed_cost_exceeds_the_budget_keep_the_floor_size(storage: Storage) -> None:
+    # Given 300 old finished jobs, and a purger whose budget no slice can meet (a slice's fixed
+    # cost, its round trips, outweighs it: PostgreSQL pays three per slice)
+    now = storage.now()
+    storage.add_jobs([NewJob(f"old{i}", "t", "{}", now - 60) for i in range(300)])
+    lock = storage.acquire_lock("delayed-scheduler", "a", 30)
+    assert lock is not None
+    assert len(storage.mark_enqueued(storage.claim_due(300, lock, 30))) == 300
+    marked = storage.now()
+    wait_until(lambda: storage.now() > marked + RETENTION, timeout=10)
+    slow = purger(storage, budget=1e-9)
+    # When it drains them, Then every slice deletes the floor size, never fewer: sizing by pace
+    # alone shrank them to one job each (25 jobs/s at 1,000,000 rows on PostgreSQL)
+    slices = [slow.purge_slice()[0] for _ in range(4)]
+    assert slices == [MIN_SLICE, MIN_SLICE, MIN_SLICE, 0]

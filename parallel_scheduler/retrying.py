@@ -5,13 +5,20 @@ or refused connection, a timeout, a failover). A ``StorageConfigurationError`` (
 refused credentials, unknown host, not an SQLite file) is raised at once, without WARNING lines:
 waiting cannot fix it. Anything else is a bug or bad data and is raised at once too.
 
+A storage call runs bare first: the tenacity policy (a ``Retrying`` with its strategies and call
+state, more CPU than a one-row insert's own Python work) is built only once that first attempt
+failed with ``StorageUnavailableError``, and the failure is handed to it as its first attempt,
+so attempts, back-off, WARNING lines and the budget are those of a policy that ran from the start.
+
 A hand-off to the worker system is retried a few times quickly; past that, the job goes back to
 Scheduled and the pass backs off.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -37,17 +44,37 @@ logger = logging.getLogger(__name__)
 
 
 def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
-    """``fn()``, retried while the storage server is unreachable, at most ``give_up_after`` s."""
-    retrying = Retrying(
+    """``fn()``, retried while the storage server is unreachable, at most ``give_up_after`` s
+    from the start of the first attempt (which runs bare; see the module's docstring)."""
+    started = time.monotonic()
+    try:
+        return fn()
+    except StorageUnavailableError as exc:
+        first: StorageUnavailableError | None = exc
+    spent = time.monotonic() - started
+
+    @functools.wraps(fn)  # the WARNING lines name ``fn``, as when the policy called it
+    def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed  # the bare attempt's failure, as the policy's first attempt
+        return fn()
+
+    return _storage_policy(give_up_after - spent)(attempt)
+
+
+def _storage_policy(budget: float) -> Retrying:
+    """Retries of ``StorageUnavailableError`` for ``budget`` more seconds from now."""
+    return Retrying(
         retry=retry_if_exception_type(StorageUnavailableError),
         wait=wait_random_exponential(multiplier=0.05, max=2.0),
         # no sleep that would end past the budget: a caller waits at most give_up_after plus
         # one attempt (itself bounded by the storage connect timeout)
-        stop=stop_after_delay(give_up_after) | stop_before_delay(give_up_after),
+        stop=stop_after_delay(budget) | stop_before_delay(budget),
         before_sleep=before_sleep_log(logger, logging.WARNING),
         reraise=True,
     )
-    return retrying(fn)
 
 
 def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:

@@ -103,6 +103,7 @@ class Statements:
             jobs.c.envelope,
         )
         self.add_jobs = self._add_jobs(dialect)
+        self.add_job = self._add_job(dialect)
         self._build_claims()
         self._build_settlements(dialect)
         self._build_management()
@@ -110,6 +111,15 @@ class Statements:
         self._build_recurring(dialect)
 
     # -- release ----------------------------------------------------------------------------
+
+    def _new_job_columns(self) -> dict[str, sa.ColumnElement[Any]]:
+        """What a new job's row holds besides ``NEW_JOB_FIELDS``, set by the statement."""
+        return {
+            "state": _literal(JobState.SCHEDULED),
+            "attempts": sa.literal(0, sa.Integer),
+            "created_at": self._now,
+            "updated_at": self._now,
+        }
 
     def _add_jobs(self, dialect: Dialect) -> sa.Insert:
         """``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id`` for one page of new jobs.
@@ -120,12 +130,7 @@ class Statements:
         gets the VALUES list, which SQLAlchemy builds from one parameter set per job.
         """
         jobs = self._jobs
-        fixed = {
-            "state": _literal(JobState.SCHEDULED),
-            "attempts": sa.literal(0, sa.Integer),
-            "created_at": self._now,
-            "updated_at": self._now,
-        }
+        fixed = self._new_job_columns()
         if dialect.new_jobs_as_arrays:
             rows = (
                 sa.func.unnest(
@@ -142,6 +147,15 @@ class Statements:
             )
         else:
             insert = dialect.insert(jobs).values(fixed)
+        return insert.on_conflict_do_nothing(index_elements=[jobs.c.id]).returning(jobs.c.id)
+
+    def _add_job(self, dialect: Dialect) -> sa.Insert:
+        """``add_jobs`` for exactly one job, one plain row of parameters named as
+        ``NEW_JOB_FIELDS``: a client storing a job per call runs it on the driver as it is (see
+        ``SQLPlumbing._driver_rows``), with no arrays to build, bind or unnest for one row."""
+        jobs = self._jobs
+        row = {name: sa.bindparam(name, type_=jobs.c[name].type) for name in NEW_JOB_FIELDS}
+        insert = dialect.insert(jobs).values({**row, **self._new_job_columns()})
         return insert.on_conflict_do_nothing(index_elements=[jobs.c.id]).returning(jobs.c.id)
 
     def _build_claims(self) -> None:

@@ -69,6 +69,16 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         check_new_jobs(jobs)
         if not jobs:
             return []
+        if len(jobs) == 1:  # a client storing one job per call: one statement on the driver
+            (job,) = jobs
+            params = {
+                "id": job.id,
+                "task": job.task,
+                "payload": job.payload,
+                "due_at": float(job.due_at),
+                "envelope": job.envelope,
+            }
+            return [bool(self._driver_rows(self._sql.add_job, params))]
         # One page is one statement, atomic by itself; more pages need a transaction around them.
         scope = self._transaction() if len(jobs) > ADD_JOBS_PAGE_SIZE else self._connection()
         with scope as conn:

@@ -96,6 +96,25 @@ def test_add_is_idempotent_on_job_id(storage: Storage) -> None:
     assert record.due_at == pytest.approx(now + 10, abs=1e-3)
 
 
+def test_a_one_job_add_is_idempotent_and_keeps_its_envelope(storage: Storage) -> None:
+    # One job per call is its own statement on the SQL adapters (a client's schedule()), so the
+    # promises of a bulk add are checked for it on its own: a stored id is not overwritten, and
+    # every field, the envelope included, is stored as given.
+    now = storage.now()
+    assert storage.add_jobs([NewJob("a", "tasks.one", '{"v": 1}', now - 1, "q\n{}")]) == [True]
+    assert storage.add_jobs([NewJob("a", "tasks.two", '{"v": 2}', now + 99, None)]) == [False]
+    record = storage.get_job("a")
+    assert record is not None
+    assert (record.task, record.payload, record.state) == (
+        "tasks.one",
+        '{"v": 1}',
+        JobState.SCHEDULED,
+    )
+    assert record.due_at == pytest.approx(now - 1, abs=1e-3)
+    claim = storage.claim("a", take_lock(storage), lease=30)
+    assert claim is not None and claim.envelope == "q\n{}"
+
+
 def test_add_of_an_enqueued_id_changes_nothing(storage: Storage) -> None:
     (job_id,) = add_due(storage, 1)
     claim = storage.claim(job_id, take_lock(storage), lease=30)

@@ -1,0 +1,93 @@
+"""``call_storage`` runs its first attempt bare and builds the retry policy only after a failure;
+these check that the policy it then hands over to behaves as one that ran from the start: the
+same retries and WARNING lines, the same budget (the bare attempt's time counts), and errors that
+waiting cannot fix raised at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from parallel_scheduler.retrying import call_storage
+from storage_adapters import StorageConfigurationError, StorageUnavailableError
+
+RETRY_LOGGER = "parallel_scheduler.retrying"
+
+
+def retry_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == RETRY_LOGGER]
+
+
+def test_a_call_that_heals_is_retried_and_each_retry_names_the_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    calls: list[float] = []
+
+    def flaky_write() -> str:
+        calls.append(time.monotonic())
+        if len(calls) <= 2:
+            raise StorageUnavailableError(f"down {len(calls)}")
+        return "stored"
+
+    assert call_storage(flaky_write, give_up_after=5.0) == "stored"
+    assert len(calls) == 3  # the bare attempt, then the policy's two
+    lines = retry_lines(caplog)
+    assert len(lines) == 2, lines  # one WARNING per retry, as before the bare attempt
+    assert all("flaky_write" in line for line in lines), lines
+    assert "as it raised StorageUnavailableError: down 1" in lines[0]
+    assert "as it raised StorageUnavailableError: down 2" in lines[1]
+
+
+def test_the_bare_attempts_time_counts_against_the_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    calls: list[int] = []
+
+    def slow_failure() -> None:
+        calls.append(1)
+        time.sleep(0.3)
+        raise StorageUnavailableError("timed out")
+
+    with pytest.raises(StorageUnavailableError, match="timed out"):
+        call_storage(slow_failure, give_up_after=0.25)
+    assert len(calls) == 1, "the first attempt used up the budget: no retry may follow"
+    assert not retry_lines(caplog)
+
+
+def test_retries_stop_within_the_budget() -> None:
+    calls: list[int] = []
+
+    def down() -> None:
+        calls.append(1)
+        raise StorageUnavailableError("refused")
+
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError, match="refused"):
+        call_storage(down, give_up_after=0.5)
+    assert time.monotonic() - started < 1.0  # no sleep ends past the budget
+    assert len(calls) >= 2
+
+
+@pytest.mark.parametrize(
+    "error", [StorageConfigurationError("no such database"), ValueError("a bug")]
+)
+def test_an_error_waiting_cannot_fix_is_raised_at_once(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=RETRY_LOGGER)
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise error
+
+    with pytest.raises(type(error)) as raised:
+        call_storage(broken)
+    assert raised.value is error
+    assert len(calls) == 1
+    assert not retry_lines(caplog)

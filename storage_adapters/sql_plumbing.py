@@ -14,10 +14,10 @@ it) skip SQLAlchemy's execution layer: ``_driver_rows`` runs them, compiled once
 the scheduler is bound by Python CPU per job under one GIL, and SQLAlchemy's per-execution work
 (execution context, result and row objects, a ``Connection`` around a pool check-out and return)
 was about a third of it. A client storing one job per call takes the same road for its insert
-(``Statements.add_job``), where that layer was about half of the call's Python CPU. Errors take
-the same road as everywhere else: a lost connection is
-invalidated in the pool, and the driver error becomes the contract's error through
-``_translate``.
+(``Statements.add_job``): there the bulk statement (SQLAlchemy's execution layer, and five arrays
+of one element each to dump and unnest) cost about half of the call's CPU. Errors take the same
+road as everywhere else: a lost connection is invalidated in the pool, and the driver error
+becomes the contract's error through ``_translate``.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ chunk per thread in ``batch`` mode, see ``delayed_scheduler.py``), and that size
 or a stall can duplicate.
 
 On the per-job path the scheduler is bound by Python CPU per job (one GIL for every pool thread),
-so the calls that nearly always succeed at once skip what only a failure needs: a storage call or
-a send runs bare first, and only when it fails is it handed to its retry policy (``retrying.py``,
-whose policy objects cost more CPU than a claim's own Python work); a payload that names no
+so the calls that nearly always succeed at once skip what only a failure needs: a storage call
+(``call_storage`` does this itself) or a send runs bare first, and only when it fails is it
+handed to its retry policy (``retrying.py``, whose policy objects cost more CPU than a claim's
+own Python work); a payload that names no
 ``expires`` is not decoded to learn that it has no expiry.
 """
 
@@ -25,9 +26,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TypeVar
 
-from storage_adapters import ClaimedJob, Storage, StorageUnavailableError
+from storage_adapters import ClaimedJob, Storage
 
 from .clock import StorageClock
 from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
@@ -43,22 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Called after a job was sent, with the send time on the storage clock.
 ReleaseListener = Callable[[ClaimedJob, float], None]
-T = TypeVar("T")
 #: Attempts ``call_dispatcher`` makes by default; the bare first one counts as one of them.
 _DISPATCH_ATTEMPTS: int = inspect.signature(call_dispatcher).parameters["attempts"].default
-
-
-def _storage_call(fn: Callable[[], T]) -> T:
-    """``call_storage(fn)``, without building its retry policy when the first try succeeds.
-
-    A first try that finds the server unreachable is logged and handed to ``call_storage``,
-    whose first attempt follows at once and whose back-off and budget then apply as usual.
-    """
-    try:
-        return fn()
-    except StorageUnavailableError as exc:
-        logger.warning("storage unavailable, retrying: %s", exc)
-        return call_storage(fn)
 
 
 def _dispatcher_call(fn: Callable[[], None]) -> None:
@@ -116,7 +102,7 @@ class Releaser:
         if self._halted.is_set() or not lock.valid():
             return Outcome.STOPPED
         claimed_at = time.monotonic()
-        claim = _storage_call(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
+        claim = call_storage(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
         if claim is None:
             return Outcome.NOT_CLAIMED
         (outcome,) = self.release_claims([claim], lock, claimed_at).elements()
@@ -149,7 +135,7 @@ class Releaser:
             return outcomes
         sent, started, error = self._send(live, lock)
         if sent:
-            acked = set(_storage_call(lambda: self._storage.mark_enqueued(sent)))
+            acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
             if len(acked) < len(sent):
                 fenced = [(c, at) for c, at in zip(sent, started, strict=True) if c.id not in acked]

@@ -215,6 +215,8 @@ def test_metrics_are_off_by_default(tmp_path: Path) -> None:
 def test_the_endpoint_lives_as_long_as_the_service(tmp_path: Path) -> None:
     service, storage = _service(tmp_path, metrics_port=0, poll_interval=0.05)
     assert service.metrics is not None
+    # a due job, so a pass takes the delayed lock (an idle pass takes none)
+    Client(storage).schedule("t.due")
     service.start()
     try:
         url = service.metrics.url

@@ -197,9 +197,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--release-mode", choices=("per_job", "batch"), default=DEFAULTS.release_mode)
     p.add_argument(
         "--fast-publish",
-        action="store_true",
-        help="the fast_publish setting; the callers then build each broker message as they store "
-        "the job, as the plugin does",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.fast_publish,
+        help="the fast_publish setting (default: the product's); the callers then build each "
+        "broker message as they store the job, as the plugin does",
     )
     p.add_argument("--poll-interval", type=float, default=DEFAULTS.poll_interval)
     p.add_argument("--parallelism", type=int, default=DEFAULTS.max_degree_of_parallelism)

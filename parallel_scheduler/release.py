@@ -12,15 +12,14 @@ or a stall can duplicate.
 
 On the per-job path the scheduler is bound by Python CPU per job (one GIL for every pool thread),
 so the calls that nearly always succeed at once skip what only a failure needs: a storage call
-(``call_storage`` does this itself) or a send runs bare first, and only when it fails is it
-handed to its retry policy (``retrying.py``, whose policy objects cost more CPU than a claim's
-own Python work); a payload that names no
+or a send runs bare first, and only when it fails is its retry policy built (``retrying.py``
+does this for both: its policy objects cost more CPU than a claim's own Python work); a payload
+that names no
 ``expires`` is not decoded to learn that it has no expiry.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import time
@@ -43,21 +42,6 @@ logger = logging.getLogger(__name__)
 
 #: Called after a job was sent, with the send time on the storage clock.
 ReleaseListener = Callable[[ClaimedJob, float], None]
-#: Attempts ``call_dispatcher`` makes by default; the bare first one counts as one of them.
-_DISPATCH_ATTEMPTS: int = inspect.signature(call_dispatcher).parameters["attempts"].default
-
-
-def _dispatcher_call(fn: Callable[[], None]) -> None:
-    """``call_dispatcher(fn)`` with the same number of attempts in all, the first one bare."""
-    try:
-        fn()
-    except LeaseLost:
-        raise
-    except Exception as exc:
-        if _DISPATCH_ATTEMPTS <= 1:
-            raise
-        logger.warning("handing over to the worker system failed, retrying: %s", exc)
-        call_dispatcher(fn, attempts=_DISPATCH_ATTEMPTS - 1)
 
 
 def _may_expire(claim: ClaimedJob) -> bool:
@@ -203,7 +187,7 @@ class Releaser:
             went(len(remaining))
 
         try:
-            _dispatcher_call(attempt)
+            call_dispatcher(attempt)
         except LeaseLost:
             logger.warning("lock lease ran out; %d claimed job(s) left unsent", len(remaining))
             return sent, started, None

@@ -10,8 +10,8 @@ state, more CPU than a one-row insert's own Python work) is built only once that
 failed with ``StorageUnavailableError``, and the failure is handed to it as its first attempt,
 so attempts, back-off, WARNING lines and the budget are those of a policy that ran from the start.
 
-A hand-off to the worker system is retried a few times quickly; past that, the job goes back to
-Scheduled and the pass backs off.
+A hand-off to the worker system runs bare first the same way and is retried a few times
+quickly; past that, the job goes back to Scheduled and the pass backs off.
 """
 
 from __future__ import annotations
@@ -50,18 +50,26 @@ def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
     try:
         return fn()
     except StorageUnavailableError as exc:
-        first: StorageUnavailableError | None = exc
+        first = exc
     spent = time.monotonic() - started
+    return _storage_policy(give_up_after - spent)(_replaying(first, fn))
 
-    @functools.wraps(fn)  # the WARNING lines name ``fn``, as when the policy called it
+
+def _replaying(first: BaseException, fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` for a retry policy whose first attempt already ran bare and raised ``first``:
+    the policy's first call raises it again, so attempts, WARNING lines and budget are those of
+    a policy that ran from the start; the WARNING lines name ``fn``."""
+    pending: BaseException | None = first
+
+    @functools.wraps(fn)
     def attempt() -> T:
-        nonlocal first
-        if first is not None:
-            failed, first = first, None
-            raise failed  # the bare attempt's failure, as the policy's first attempt
+        nonlocal pending
+        if pending is not None:
+            failed, pending = pending, None
+            raise failed
         return fn()
 
-    return _storage_policy(give_up_after - spent)(attempt)
+    return attempt
 
 
 def _storage_policy(budget: float) -> Retrying:
@@ -78,12 +86,21 @@ def _storage_policy(budget: float) -> Retrying:
 
 
 def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:
-    """``fn()``, retried a few times quickly; the last error is raised for the caller to handle."""
+    """``fn()``, retried a few times quickly; the last error is raised for the caller to handle.
+    The first attempt runs bare, like a storage call's (see the module's docstring)."""
+    try:
+        return fn()
+    except LeaseLost:
+        raise  # stepping aside is not a failure
+    except Exception as exc:
+        if attempts <= 1:
+            raise
+        first = exc
     retrying = Retrying(
-        retry=retry_if_not_exception_type(LeaseLost),  # stepping aside is not a failure
+        retry=retry_if_not_exception_type(LeaseLost),
         wait=wait_random_exponential(multiplier=0.05, max=0.5),
         stop=stop_after_attempt(attempts),
         before_sleep=before_sleep_log(logger, logging.WARNING),
         reraise=True,
     )
-    return retrying(fn)
+    return retrying(_replaying(first, fn))

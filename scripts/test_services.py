@@ -3,7 +3,9 @@
 ``start`` prints ``export NAME=URL`` lines for the shell to evaluate: the machine's own servers when
 they answer, otherwise servers started here from the installed binaries, on their own ports and
 data directories, which ``stop`` ends again (by the process ids recorded at start, nothing else).
-When neither works it says exactly what to run, and fails.
+When neither works it says exactly what to run, and fails. It also always starts a throwaway
+six-node Redis Cluster on free ports (``scripts/redis_cluster.py``) and exports its URL as
+``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL`` (unless that variable names a cluster already).
 
 A thin command over the benchmarks' server launcher (``benchmarks/harness/servers.py``), the one
 place that knows how to start PostgreSQL, Redis and RabbitMQ from their binaries.
@@ -174,6 +176,36 @@ SERVICES: dict[str, tuple[str, str, str, tuple[int, ...], Callable[[str], bool]]
 }  # fmt: skip
 
 
+def cluster_script() -> ModuleType:
+    """``scripts/redis_cluster.py``, the throwaway Redis Cluster's launcher."""
+    if "redis_cluster_script" not in sys.modules:
+        path = Path(__file__).resolve().parent / "redis_cluster.py"
+        spec = importlib.util.spec_from_file_location("redis_cluster_script", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["redis_cluster_script"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["redis_cluster_script"]
+
+
+CLUSTER_FOLDER = STATE / "redis-cluster"
+
+
+def _cluster_url() -> str:
+    """The environment's cluster, else a throwaway one on free ports (``stop`` ends it)."""
+    script = cluster_script()
+    url = os.environ.get(script.ENV)
+    if url:
+        return url
+    script.stop_recorded(CLUSTER_FOLDER)  # a previous start's, left running
+    try:
+        return str(script.start(CLUSTER_FOLDER).url)
+    except script.MissingBinaryError as exc:
+        _fail(str(exc))
+    except (RuntimeError, TimeoutError) as exc:
+        _fail(f"the throwaway Redis Cluster did not start: {exc}")
+
+
 def start() -> None:
     exports = []
     for kind, (variable, default, throwaway, ports, answers) in SERVICES.items():
@@ -181,12 +213,15 @@ def start() -> None:
         if not answers(url):
             url = _throwaway(kind, throwaway, answers, ports)
         exports.append(f"export {variable}='{url}'")
+    exports.append(f"export {cluster_script().ENV}='{_cluster_url()}'")
     print("\n".join(exports))
 
 
 def stop() -> None:
     """End the recorded servers, newest first (RabbitMQ before its epmd), and wait until they
-    are gone, so a ``start`` right after finds their ports free again."""
+    are gone, so a ``start`` right after finds their ports free again; and the throwaway Redis
+    Cluster, by the pids its ``start`` recorded."""
+    cluster_script().stop_recorded(CLUSTER_FOLDER)
     if not PIDS.exists():
         return
     launcher().stop_pids([int(line) for line in PIDS.read_text().split()])

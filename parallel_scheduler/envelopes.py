@@ -25,7 +25,7 @@ import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from storage_adapters import ClaimedJob, ListReleasingStorage, LockLease, NewJob, Storage
 
@@ -145,10 +145,16 @@ class ScriptRelease:
         return self._storage.release_to_lists(limit, lock, lease, list_db)
 
 
+def _releases_by_script(storage: Storage) -> TypeGuard[ListReleasingStorage]:
+    """Storage with the one-script release, not on a Redis Cluster (``clustered``): a cluster
+    keeps a prefix on one master that no broker shares, so it releases by claim and send."""
+    return isinstance(storage, ListReleasingStorage) and not getattr(storage, "clustered", False)
+
+
 def script_release_for(storage: Storage, dispatcher: object) -> ScriptRelease | None:
     """The one-script release a storage/dispatcher pair may allow, or ``None`` when it cannot
-    (storage without the script, or a broker that is not a list broker)."""
-    if isinstance(storage, ListReleasingStorage) and isinstance(dispatcher, ListBroker):
+    (storage without the script or on a cluster, or a broker that is not a list broker)."""
+    if _releases_by_script(storage) and isinstance(dispatcher, ListBroker):
         return ScriptRelease(storage, dispatcher)
     return None
 
@@ -158,7 +164,7 @@ def stores_envelopes(storage: Storage) -> bool:
     by script. Any storage keeps an envelope it is given (the contract); but with SQL storage
     every claim and every mark rewrites the whole row, so a stored message makes the release
     slower than building it at release (measured; the README has the figures)."""
-    return isinstance(storage, ListReleasingStorage)
+    return _releases_by_script(storage)
 
 
 def envelope_maker_for(storage: Storage, dispatcher: object) -> EnvelopeMaker | None:

@@ -15,7 +15,7 @@ managing jobs in ``redis_jobs.py``, the lock in ``redis_locks.py``: one mixin pe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib import resources
@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
-from redis.commands.core import Script
+from redis.exceptions import RedisClusterException
 
 from .checks import (
     RECOVERED_REASON,
@@ -47,6 +47,7 @@ from .records import (
 from .redis_browse import BROWSE_SCRIPTS, RedisBrowse
 from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
 from .redis_jobs import RedisJobs, float_arg, lease_arg
+from .redis_link import RedisLink, parse_target
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .redis_retention import RETENTION_SCRIPTS, RedisRetention
@@ -57,9 +58,6 @@ __all__ = ["RedisStorage"]
 #: 2: finished jobs are indexed by finish time (``finished:<state>``, see redis_retention.py).
 SCHEMA_VERSION = 2
 MIN_SERVER_VERSION = (6, 2)  # ZRANGE … BYSCORE LIMIT
-POOL_WAIT_SECONDS = 30.0  # how long a caller queues for a free connection before giving up
-#: A reply can take this long (a release script over a big chunk) before the link counts as lost.
-SOCKET_TIMEOUT_SECONDS = 30.0
 # Each name is lua/<name>.lua; lua/_common.lua is put in front of every one of them.
 _SCRIPTS = (
     "add_jobs",
@@ -80,6 +78,29 @@ _SCRIPTS = (
     *RETENTION_SCRIPTS,
     *INSTANCE_SCRIPTS,
     *BROWSE_SCRIPTS,
+)
+#: Scripts that only read: the others are writes, which ``wait_replicas`` makes wait for replicas.
+_READING_SCRIPTS = frozenset(
+    {
+        "due_ids",
+        "list_jobs",
+        "lock_holder",
+        "due_recurring",
+        "list_recurring",
+        "list_instances",
+        "list_jobs_page",
+        "finished_counts",
+    }
+)
+#: Cluster failures that heal by themselves: the cluster is electing a new master (CLUSTERDOWN,
+#: MASTERDOWN, TRYAGAIN), a slot moved or is moving (MOVED, ASK, seen on a node asked directly),
+#: or no known node serves a slot yet.
+_CLUSTER_TRANSIENT: tuple[type[Exception], ...] = (
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.AskError,
+    redis.exceptions.SlotNotCoveredError,
 )
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
@@ -111,7 +132,13 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
 class RedisStorage(
     RedisJobs, RedisLocks, RedisRecurring, RedisRetention, RedisInstances, RedisBrowse
 ):
-    """The ``Storage`` contract on one Redis >= 6.2 server (the key layout is cluster-ready).
+    """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
+    (``redis+cluster://host:port,host:port``: see ``redis_link.py`` for the URL and its options).
+
+    On a cluster every key of a prefix is in the slot of ``{prefix}``, so each script, ``TIME``
+    (``now``), ``SCAN`` (``drop``) and ``WAIT`` run on the one master that owns that slot: a
+    prefix's clock is the clock of the node its scripts run on. Another prefix (``sibling``) is
+    another slot, usually on another master.
 
     Connections are not retried inside redis-py: a timed-out script may still have run, and
     replaying a claim or an accept would misreport it. Errors surface as
@@ -121,29 +148,49 @@ class RedisStorage(
     def __init__(
         self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0
     ) -> None:
-        self._prefix = validate_prefix(prefix)
+        validate_prefix(prefix)
         positive_count("pool_size", pool_size)
         self._password = _password_of(url)
         self._masked_url = self._scrub(mask_url(url))
         try:
-            self._pool = redis.BlockingConnectionPool.from_url(
-                url,
-                max_connections=pool_size + 2,
-                timeout=POOL_WAIT_SECONDS,
-                decode_responses=True,
-                socket_connect_timeout=connect_timeout,
-                socket_timeout=max(SOCKET_TIMEOUT_SECONDS, connect_timeout),
+            link = RedisLink(
+                parse_target(url),
+                {name: _script_source(name) for name in _SCRIPTS},
+                pool_size,
+                connect_timeout,
             )
-        except ValueError as exc:
-            raise InvalidStorageURLError(
-                f"invalid Redis URL {self._masked_url!r}: {self._scrub(exc)}"
-            ) from None
-        self._client = redis.Redis(connection_pool=self._pool)
-        self._db = int(self._pool.connection_kwargs.get("db") or 0)
-        self._scripts: dict[str, Script] = {
-            name: self._client.register_script(_script_source(name)) for name in _SCRIPTS
-        }
+        except InvalidStorageURLError as exc:
+            raise InvalidStorageURLError(self._scrub(exc)) from None
+        self._attach(link, prefix, owns_link=True)
+
+    def _attach(self, link: RedisLink, prefix: str, *, owns_link: bool) -> None:
+        self._link = link
+        self._prefix = validate_prefix(prefix)
+        self._owns_link = owns_link
         self._closed = False
+
+    def sibling(self, prefix: str) -> RedisStorage:
+        """Another storage on this one's client and connection pools, under ``prefix`` (on a
+        cluster: another slot, usually another master; shards use this). Closing the sibling
+        only ends the sibling; closing this storage (the one made from a URL) closes the shared
+        client, after which its siblings refuse to work."""
+        if self._closed or self._link.closed:
+            raise StorageError(f"{self!r} is closed")
+        other = object.__new__(type(self))
+        other._password = self._password
+        other._masked_url = self._masked_url
+        other._attach(self._link, prefix, owns_link=False)
+        return other
+
+    @property
+    def clustered(self) -> bool:
+        """On a Redis Cluster: then no broker shares this storage's node, and the one-script
+        release (``release_to_lists``) is never available."""
+        return self._link.clustered
+
+    @property
+    def _scripts(self) -> dict[str, Any]:
+        return self._link.scripts
 
     def __repr__(self) -> str:
         return f"RedisStorage({self._masked_url!r}, prefix={self._prefix!r})"
@@ -162,34 +209,80 @@ class RedisStorage(
         return text.replace(self._password, "***") if self._password else text
 
     @contextmanager
-    def _talking(self) -> Iterator[redis.Redis]:
-        """Turn driver errors into the contract's errors, naming the server but not its password."""
-        if self._closed:
+    def _talking(self) -> Iterator[Any]:
+        """Turn driver errors into the contract's errors, naming the server but not its password.
+        Yields the client: ``redis.Redis``, or ``redis.cluster.RedisCluster`` on a cluster."""
+        if self._closed or self._link.closed:
             raise StorageError(f"{self!r} is closed")
         try:
-            yield self._client
-        except redis.RedisError as exc:
+            yield self._link.client()
+        except (redis.RedisError, RedisClusterException) as exc:
+            if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_TRANSIENT)):
+                self._link.refresh()  # a node asked directly may be gone: find the new master
             raise self._translate(exc) from exc
 
-    def _translate(self, exc: redis.RedisError) -> StorageError:
+    def _translate(self, exc: redis.RedisError | RedisClusterException) -> StorageError:
         """Permanent problems first (they arrive as connection errors too), then what may heal:
         a dropped or refused connection, a timeout, a replica after a failover (ReadOnlyError:
-        retrying reaches the new primary), a server still loading its data."""
+        retrying reaches the new primary), a server still loading its data, a cluster electing
+        a new master or moving a slot, a cluster none of whose nodes answers now."""
         detail = f"{type(exc).__name__}: {self._scrub(exc)}"
         problem = _configuration_problem(exc)
         if problem is not None:
             return StorageConfigurationError(
                 f"Redis at {self._masked_url} cannot be used: {problem} ({detail})"
             )
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)):
+        transient = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
+        if isinstance(exc, (*transient, *_CLUSTER_TRANSIENT)) or _cluster_unreachable(exc):
             return StorageUnavailableError(
                 f"Redis at {self._masked_url} is unavailable: {self._scrub(exc)}"
             )
         return StorageError(f"Redis at {self._masked_url} failed: {detail}")
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        with self._talking():
-            return self._scripts[script](keys=keys, args=args)
+        with self._talking() as client:
+            return self._call(client, script, keys, args)
+
+    def _call(
+        self, client: Any, script: str, keys: Sequence[str], args: Sequence[str | int]
+    ) -> Any:
+        """Run a script (inside ``_talking``); a writing one waits for replicas when the URL
+        asks (``wait_replicas``)."""
+        runnable = self._scripts[script]
+        if self._link.target.wait_replicas and script not in _READING_SCRIPTS:
+            return self._replicated(lambda pipe: runnable(keys=keys, args=args, client=pipe))
+        return runnable(keys=keys, args=args, client=client)
+
+    def _replicated(self, queue: Callable[[Any], object]) -> Any:
+        """The reply of the write ``queue`` puts into a pipeline, sent with ``WAIT`` right after
+        it on the same connection to the master of this prefix's slot (``WAIT`` counts the
+        replicas that have this connection's writes). Fewer acknowledgements than
+        ``wait_replicas`` within ``wait_timeout_ms`` fail the call: the write is done on the
+        master but may be lost if the master dies before its replica has it."""
+        target = self._link.target
+        pipe = self._link.owner(self._key("version")).pipeline(transaction=False)
+        queue(pipe)
+        pipe.execute_command("WAIT", target.wait_replicas, target.wait_timeout_ms)
+        reply, acknowledged = pipe.execute(raise_on_error=False)
+        for outcome in (reply, acknowledged):
+            if isinstance(outcome, Exception):
+                raise outcome
+        if int(acknowledged) < target.wait_replicas:
+            raise StorageUnavailableError(
+                f"Redis at {self._masked_url}: only {acknowledged} of {target.wait_replicas} "
+                f"replicas acknowledged a write within {target.wait_timeout_ms} ms; it is done on "
+                "the master but a failover now could lose it"
+            )
+        return reply
+
+    def _on_owner(self, client: Any, *command: str | int) -> Any:
+        """A command for the node that owns this prefix's slot (the server itself off-cluster)."""
+        if not self.clustered:
+            return client.execute_command(*command)
+        return client.execute_command(*command, target_nodes=self._owner_node())
+
+    def _owner_node(self) -> Any:
+        return self._link.owner_node(self._key("version"))
 
     def _job_keys(self) -> list[str]:
         """The keys ``add_job`` in lua/_common.lua writes: the all-jobs index and the due set."""
@@ -226,10 +319,14 @@ class RedisStorage(
             client.set(self._key("version"), SCHEMA_VERSION, nx=True)
             stored = int(client.get(self._key("version")) or SCHEMA_VERSION)
             # Pre-loading makes the first claim one round trip instead of NOSCRIPT + load + retry.
-            pipe = client.pipeline(transaction=False)
-            for script in self._scripts.values():
-                pipe.script_load(script.script)
-            pipe.execute()
+            if self.clustered:  # SCRIPT LOAD goes to every master; a new master loads on NOSCRIPT
+                for script in self._scripts.values():
+                    client.script_load(script.script)
+            else:
+                pipe = client.pipeline(transaction=False)
+                for script in self._scripts.values():
+                    pipe.script_load(script.script)
+                pipe.execute()
         if stored > SCHEMA_VERSION:
             raise StorageError(
                 f"keys under prefix {self._prefix!r} were written by a newer parallel-scheduler "
@@ -240,41 +337,79 @@ class RedisStorage(
             with self._talking() as client:
                 client.set(self._key("version"), SCHEMA_VERSION)
 
-    def _check_server_version(self, client: redis.Redis) -> None:
+    def _check_server_version(self, client: Any) -> None:
+        """Every node of a cluster, since any of them may come to own this prefix's slot."""
         try:
-            version = str(client.info("server").get("redis_version", ""))
+            if self.clustered:
+                from redis.cluster import RedisCluster
+
+                infos = list(client.info("server", target_nodes=RedisCluster.ALL_NODES).values())
+            else:
+                infos = [client.info("server")]
         except redis.ResponseError:
             return  # INFO is disabled on some managed services; the scripts will fail loudly.
-        parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-        if len(parts) == 2 and parts < MIN_SERVER_VERSION:
-            wanted = ".".join(map(str, MIN_SERVER_VERSION))
-            raise StorageError(
-                f"Redis at {self._masked_url} is version {version}; parallel-scheduler "
-                f"needs Redis >= {wanted}"
-            )
+        for info in infos:
+            version = str(info.get("redis_version", ""))
+            parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+            if len(parts) == 2 and parts < MIN_SERVER_VERSION:
+                wanted = ".".join(map(str, MIN_SERVER_VERSION))
+                raise StorageError(
+                    f"Redis at {self._masked_url} is version {version}; parallel-scheduler "
+                    f"needs Redis >= {wanted}"
+                )
 
     def now(self) -> float:
+        """The ``TIME`` of the node the scripts run on (on a cluster: the master of this prefix's
+        slot), so "now" here is the scripts' "now"."""
         with self._talking() as client:
-            seconds, micros = client.time()
-        return seconds + micros / 1_000_000
+            seconds, micros = self._on_owner(client, "TIME")
+        return int(seconds) + int(micros) / 1_000_000
 
     def close(self) -> None:
+        """Closing a sibling ends only the sibling; closing the storage made from the URL also
+        closes the client its siblings share."""
         if not self._closed:
             self._closed = True
-            self._client.close()
-            self._pool.disconnect()
+            if self._owns_link:
+                self._link.close()
 
     def drop(self) -> None:
+        """SCAN the node that owns this prefix's slot (every key of the prefix is there) and
+        unlink what matches, in batches."""
         pattern = "\\{" + self._prefix + "\\}:*"
-        with self._talking() as client:
+        with self._talking():
+            node = self._link.owner(self._key("version"))
             batch: list[str] = []
-            for key in client.scan_iter(match=pattern, count=1000):
+            for key in node.scan_iter(match=pattern, count=1000):
                 batch.append(key)
                 if len(batch) >= 1000:
-                    client.unlink(*batch)
+                    self._unlink(node, batch)
                     batch.clear()
             if batch:
-                client.unlink(*batch)
+                self._unlink(node, batch)
+
+    def _unlink(self, node: Any, keys: list[str]) -> None:
+        if self._link.target.wait_replicas:
+            self._replicated(lambda pipe: pipe.unlink(*keys))
+        else:
+            node.unlink(*keys)
+
+    # -- shard count (for the sharding layer; not part of the Storage contract) ------------
+
+    def stored_shard_count(self) -> int | None:
+        """The shard count stored under this prefix (``{prefix}:shards``), ``None`` if none."""
+        with self._talking() as client:
+            stored = client.get(self._key("shards"))
+        return None if stored is None else int(stored)
+
+    def store_shard_count(self, shards: int) -> None:
+        """Record the shard count under this prefix (``{prefix}:shards``)."""
+        positive_count("shards", shards)
+        with self._talking() as client:
+            if self._link.target.wait_replicas:
+                self._replicated(lambda pipe: pipe.set(self._key("shards"), shards))
+            else:
+                client.set(self._key("shards"), shards)
 
     # -- accept -----------------------------------------------------------------------------
 
@@ -298,9 +433,12 @@ class RedisStorage(
 
     def server_identity(self) -> str:
         """The server's ``run_id``: equal for two connections exactly when they reach the same
-        Redis process, whatever host names or addresses led there."""
+        Redis process, whatever host names or addresses led there. On a cluster,
+        ``redis-cluster:`` and the run_id of the master of this prefix's slot: no broker's
+        identity (a bare run_id) equals it, since no broker shares a cluster node's lists."""
         with self._talking() as client:
-            return str(client.info("server")["run_id"])
+            run_id = str(self._on_owner(client, "INFO", "server")["run_id"])
+        return f"redis-cluster:{run_id}" if self.clustered else run_id
 
     def release_to_lists(
         self, limit: int, lock: LockLease, lease: float, list_db: int
@@ -310,6 +448,11 @@ class RedisStorage(
         ``(moved, claimed)``, each earliest due first."""
         if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
             raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
+        if self.clustered:
+            raise StorageError(
+                "release_to_lists is not available on a Redis Cluster: no broker shares the node "
+                "of this prefix's slot (the scheduler releases by claim and send there)"
+            )
         keys = [
             self._key(f"lock:{lock.name}"),
             self._key("schedule"),
@@ -325,7 +468,7 @@ class RedisStorage(
             lease_arg(lease),
             positive_count("limit", limit),
             list_db,
-            self._db,
+            self._link.db,
         ]
         reply = self._run("release_to_lists", keys, args)
         rows = _claims(reply[1:], lock.token)
@@ -378,7 +521,7 @@ class RedisStorage(
         return min((float(head[0][1]) for head in heads if head), default=None)
 
 
-def _configuration_problem(exc: redis.RedisError) -> str | None:
+def _configuration_problem(exc: redis.RedisError | RedisClusterException) -> str | None:
     """Refused credentials or permissions, a database number the server does not have, or an
     unknown host: no retry can fix those."""
     if isinstance(exc, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
@@ -387,9 +530,16 @@ def _configuration_problem(exc: redis.RedisError) -> str | None:
         return "the user lacks a permission this needs (ACL)"
     if isinstance(exc, redis.ResponseError) and "DB index" in str(exc):
         return "the database number in the URL does not exist on this server"
-    if isinstance(exc, redis.ConnectionError):
+    if isinstance(exc, redis.ConnectionError) or _cluster_unreachable(exc):
         return dns_problem(exc)
+    if isinstance(exc, RedisClusterException) and "not enabled" in str(exc):
+        return "the server is not a Redis Cluster node (use redis:// for a single server)"
     return None
+
+
+def _cluster_unreachable(exc: BaseException) -> bool:
+    """redis-py's "no cluster node answered" (it raises it while reading the cluster's layout)."""
+    return isinstance(exc, RedisClusterException) and "cannot be connected" in str(exc)
 
 
 def _password_of(url: str) -> str | None:

@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from .records import JobState
 
-if TYPE_CHECKING:
-    import redis
-
 __all__ = ["RedisHost"]
 
 
@@ -26,7 +23,7 @@ class RedisHost:
 
         def _finished_key(self, state: JobState) -> str: ...
 
-        def _talking(self) -> AbstractContextManager[redis.Redis]: ...
+        def _talking(self) -> AbstractContextManager[Any]: ...
 
         def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 

@@ -28,9 +28,6 @@ from .checks import (
 from .errors import RecordExistsError, RecordNotFoundError
 from .records import Firing, LockLease, NewJob, NewRecurring, RecurringRecord, SaveMode
 
-if TYPE_CHECKING:
-    from redis.commands.core import Script
-
 __all__ = ["RECURRING_SCRIPTS", "RedisRecurring"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
@@ -103,11 +100,14 @@ class RedisRecurring:
     """The recurring-jobs methods of the ``Storage`` contract, for ``RedisStorage`` to inherit."""
 
     if TYPE_CHECKING:  # provided by RedisStorage
-        _scripts: dict[str, Script]
+
+        def _call(
+            self, client: Any, script: str, keys: Sequence[str], args: Sequence[str | int]
+        ) -> Any: ...
 
         def _key(self, rest: str) -> str: ...
 
-        def _talking(self) -> AbstractContextManager[redis.Redis]: ...
+        def _talking(self) -> AbstractContextManager[Any]: ...
 
         def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 
@@ -131,9 +131,9 @@ class RedisRecurring:
             _flag("enabled", recurring.enabled),
             _time_arg("next_run_at", recurring.next_run_at),
         ]
-        with self._talking():
+        with self._talking() as client:
             try:
-                created = self._scripts["save_recurring"](keys=keys, args=args)
+                created = self._call(client, "save_recurring", keys, args)
             except redis.ResponseError as exc:
                 refusal = _SAVE_REFUSALS.get(str(exc))
                 if refusal is None:

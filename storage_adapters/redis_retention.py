@@ -25,9 +25,6 @@ from .records import JobState
 from .redis_jobs import float_arg
 from .retention import PURGEABLE_STATES, check_purge
 
-if TYPE_CHECKING:
-    import redis
-
 __all__ = ["BACKFILL_SLICE", "RETENTION_SCRIPTS", "RedisRetention"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
@@ -44,7 +41,7 @@ class RedisRetention:
 
         def _state_key(self, state: JobState) -> str: ...
 
-        def _talking(self) -> AbstractContextManager[redis.Redis]: ...
+        def _talking(self) -> AbstractContextManager[Any]: ...
 
         def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 

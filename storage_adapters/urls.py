@@ -15,8 +15,11 @@ KNOWN_SCHEMES = (
     "postgres",
     "redis",
     "rediss",
+    "redis+cluster",
     "unix",
 )
+#: Schemes whose host part lists several ``host:port`` nodes (checked by their adapter).
+MULTI_HOST_SCHEMES = ("redis+cluster",)
 
 
 class InvalidStorageURLError(StorageError, ValueError):
@@ -46,6 +49,10 @@ def mask_url(url: str) -> str:
         parts = parts._replace(query=masked_query)
     if parts.password is None:
         return url
+    if "," in parts.netloc:  # several hosts (redis+cluster): keep them, hide the password only
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        return urlunsplit((parts.scheme, f"{user}:***@{hosts}", *parts[2:]))
     user = parts.username or ""
     host = parts.hostname or ""
     if ":" in host:
@@ -67,7 +74,8 @@ def scheme_of(url: str) -> str:
     if "://" not in url:
         raise InvalidStorageURLError(
             f"malformed storage URL {mask_url(url)!r}: expected scheme://…, for example "
-            "sqlite:///parallel-scheduler.db, postgresql://user@host/db or redis://host:6379/0"
+            "sqlite:///parallel-scheduler.db, postgresql://user@host/db, redis://host:6379/0 or "
+            "redis+cluster://host1:6379,host2:6379"
         )
     scheme = url.split("://", 1)[0].lower()
     if scheme not in KNOWN_SCHEMES:
@@ -75,6 +83,8 @@ def scheme_of(url: str) -> str:
             f"unknown storage URL scheme {scheme!r} in {mask_url(url)!r}; "
             f"known schemes: {', '.join(KNOWN_SCHEMES)}"
         )
+    if scheme in MULTI_HOST_SCHEMES:
+        return scheme  # urlsplit cannot read a port out of "h1:1,h2:2"; the adapter parses them
     try:
         parts = urlsplit(url)
         _ = parts.port

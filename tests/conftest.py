@@ -3,12 +3,17 @@
 Server-backed tests skip when their server is unreachable on a developer's machine, and fail
 under ``CI=true``, where a skipped storage test would hide a broken adapter. The addresses come
 from ``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL``, ``PARALLEL_SCHEDULER_TEST_REDIS_URL`` and, for the
-RabbitMQ broker, ``PARALLEL_SCHEDULER_TEST_RABBITMQ_URL``.
+RabbitMQ broker, ``PARALLEL_SCHEDULER_TEST_RABBITMQ_URL``. The Redis Cluster tests use
+``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL`` (``redis+cluster://host:port,...``); without it, the
+first test that needs a cluster starts a throwaway one (``scripts/redis_cluster.py``) for the
+session.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,19 +31,59 @@ REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0
 RABBITMQ_URL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
 )
+REDIS_CLUSTER_ENV = "PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL"
 T = TypeVar("T")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 _reachable: dict[str, str | None] = {}
+_cluster: list[Any] = []  # the throwaway Redis Cluster this session started, if it did
+
+
+def cluster_script() -> Any:
+    """``scripts/redis_cluster.py`` as a module (the scripts folder is not a package)."""
+    if "redis_cluster_script" not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "scripts" / "redis_cluster.py"
+        spec = importlib.util.spec_from_file_location("redis_cluster_script", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["redis_cluster_script"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["redis_cluster_script"]
+
+
+def throwaway_cluster() -> Any:
+    """The Redis Cluster this session started, starting it now if needed; ``None`` when the
+    environment names one (then no test may kill its nodes). Stopped at the session's end."""
+    if os.environ.get(REDIS_CLUSTER_ENV):
+        return None
+    if not _cluster:
+        _cluster.append(cluster_script().start())
+    return _cluster[0]
+
+
+def redis_cluster_url() -> str:
+    """The test cluster's URL: the environment's, else the session's throwaway cluster's."""
+    return os.environ.get(REDIS_CLUSTER_ENV) or str(throwaway_cluster().url)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    while _cluster:
+        _cluster.pop().stop()
 
 
 def _problem_with(kind: str) -> str | None:
     """Why ``kind``'s server cannot be used, or ``None``; probed once per session."""
-    if kind not in ("postgresql", "redis", "rabbitmq"):
+    if kind not in ("postgresql", "redis", "rabbitmq", "redis-cluster"):
         raise ValueError(f"unknown server kind {kind!r}")
     if kind not in _reachable:
         try:
-            if kind == "postgresql":
+            if kind == "redis-cluster":
+                from redis.cluster import RedisCluster
+
+                first = redis_cluster_url().split("://", 1)[1].split(",")[0].split("@")[-1]
+                host, _, port = first.rpartition(":")
+                RedisCluster(host=host, port=int(port), socket_connect_timeout=3).close()
+            elif kind == "postgresql":
                 import psycopg
 
                 dsn = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
@@ -100,6 +145,8 @@ def storage_url(kind: str, tmp_path: Path) -> str:
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     require_server(kind)
+    if kind == "redis-cluster":
+        return redis_cluster_url()
     return POSTGRESQL_URL if kind == "postgresql" else REDIS_URL
 
 
@@ -107,6 +154,7 @@ ADAPTERS = [
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgresql),
     pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("redis-cluster", marks=pytest.mark.redis_cluster),
 ]
 
 

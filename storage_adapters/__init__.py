@@ -6,6 +6,8 @@ one backend never needs the others' drivers to be importable.
 
 from __future__ import annotations
 
+from typing import cast
+
 from .base import (
     BrowseStore,
     InstanceStore,
@@ -46,6 +48,7 @@ from .records import (
     validate_job_id,
     validate_prefix,
 )
+from .sharding import ShardableStorage, check_shards, shard_of, shard_prefix, shards_of
 from .urls import InvalidStorageURLError, mask_url, scheme_of
 
 __all__ = [
@@ -87,6 +90,8 @@ __all__ = [
     "StorageUnavailableError",
     "from_url",
     "mask_url",
+    "shard_of",
+    "shards_of",
     "validate_job_id",
     "validate_prefix",
 ]
@@ -103,6 +108,7 @@ def from_url(
     prefix: str = DEFAULT_PREFIX,
     pool_size: int = 10,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    shards: int = 1,
 ) -> Storage:
     """The adapter for ``url`` (the embedded SQLite file ``DEFAULT_URL`` when ``None``).
 
@@ -110,8 +116,24 @@ def from_url(
     ``pool_size`` should be at least the scheduler's ``max_degree_of_parallelism``.
     ``connect_timeout`` bounds each attempt to reach a PostgreSQL or Redis server, so an
     unreachable one fails in seconds (SQLite opens a local file and needs none).
-    Nothing is created until ``setup()`` is called.
+    ``shards`` splits the store into that many shards (see sharding.py), each a store under its
+    own prefix on the same server and connections; 1 is one store, exactly as without shards.
+    Nothing is created until ``setup()`` is called, which also refuses a store recorded with
+    another shard count.
     """
+    check_shards(shards)
+    prefixes = [shard_prefix(prefix, k) for k in range(shards)]  # refused before connecting
+    home = _adapter(url, prefix, pool_size, connect_timeout)
+    if shards == 1:
+        return home
+    from .sharded_storage import ShardedStorage
+
+    shardable = cast(ShardableStorage, home)
+    return ShardedStorage([home, *(shardable.sibling(p) for p in prefixes[1:])])
+
+
+def _adapter(url: str | None, prefix: str, pool_size: int, connect_timeout: float) -> Storage:
+    """The one-shard adapter for ``url``'s scheme (see ``from_url``)."""
     url = DEFAULT_URL if url is None else url
     if (
         isinstance(connect_timeout, bool)

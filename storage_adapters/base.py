@@ -267,6 +267,8 @@ class RecurringStore(Protocol):
         Acts only if the stored version is still ``version`` (the per-recurring-job lock: a
         compare-and-set) and ``lock`` is current; otherwise changes nothing and returns
         ``None``. Returns, per job, whether it was created (``False``: that firing existed).
+        A sharded store also needs each job's id in the firing form of this recurring job
+        (``<recurring id>@<UTC time>Z``, see sharding.py), which puts it in the same shard.
         """
 
     def count_recurring(self) -> int:

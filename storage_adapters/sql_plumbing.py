@@ -23,11 +23,12 @@ becomes the contract's error through ``_translate``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
@@ -176,6 +177,9 @@ def _give_back(
         pooled.close()
 
 
+_PlumbingT = TypeVar("_PlumbingT", bound="SQLPlumbing")
+
+
 class SQLPlumbing:
     """One prefix's tables in an SQL database reached through ``engine``, and the ways to run a
     statement on them; ``SQLStorage`` builds the contract on it."""
@@ -193,6 +197,25 @@ class SQLPlumbing:
         self._driver_statements: dict[int, DriverStatement] = {}
         self._held = _HeldConnections(engine)
         self._closed = False
+        #: False for a ``sibling``: its engine (and kept connections) belong to the original.
+        self._owns_engine = True
+        #: The shard count ``setup()`` expects to find recorded (see sharding.py); a
+        #: ``ShardedStorage`` sets it on its first shard before setting it up.
+        self.expected_shards = 1
+
+    def sibling(self: _PlumbingT, prefix: str) -> _PlumbingT:
+        """Another prefix's tables in the same database, on this storage's engine and kept
+        connections (a shard of a sharded store: one pool for all shards, not one each).
+        Closing the sibling leaves the engine open; closing this storage closes it."""
+        twin = copy.copy(self)
+        twin._prefix = validate_prefix(prefix)
+        twin._tables = build_tables(prefix)
+        twin._sql = Statements(twin._tables, self._dialect)
+        twin._driver_statements = {}
+        twin._closed = False
+        twin._owns_engine = False
+        twin.expected_shards = 1
+        return twin
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._masked_url!r}, prefix={self._prefix!r})"

@@ -27,6 +27,9 @@ from .records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 
 MAX_LOCK_NAME_LENGTH = 100
+MAX_META_NAME_LENGTH = 100
+#: The schema version that added the ``meta`` table (the recorded shard count).
+META_SINCE = 7
 STATE_LENGTH = 16
 
 
@@ -39,6 +42,7 @@ class Tables:
     recurring: sa.Table
     schema_version: sa.Table
     instances: sa.Table
+    meta: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -105,12 +109,19 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("heartbeat_at", sa.Double, nullable=False),
         sa.Column("details", sa.Text, nullable=False),
     )
+    meta = sa.Table(
+        f"{prefix}_meta",
+        metadata,
+        sa.Column("name", sa.String(MAX_META_NAME_LENGTH), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
+    )
     return Tables(
         jobs=jobs,
         locks=locks,
         recurring=recurring,
         schema_version=schema_version,
         instances=instances,
+        meta=meta,
     )
 
 
@@ -234,6 +245,17 @@ def _v6_browse(p: str, dialect: str) -> list[str]:
     return [*by_state, f"CREATE INDEX IF NOT EXISTS {p}_jobs_due_all ON {p}_jobs (due_at, id)"]
 
 
+def _v7_meta(p: str, dialect: str) -> list[str]:
+    # Facts about the store as a whole, one row each: today the shard count (see sharding.py),
+    # so a process opened with another count is refused instead of missing jobs.
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_meta (
+            name varchar({MAX_META_NAME_LENGTH}) NOT NULL PRIMARY KEY,
+            value text NOT NULL
+        )"""
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
@@ -241,6 +263,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "scheduler instances and their heartbeats, for liveness", _v4_instances),
     Migration(5, "an index on state and updated_at, for purging old finished jobs", _v5_finished),
     Migration(6, "indexes on (state, due_at, id) and (due_at, id), for browsing jobs", _v6_browse),
+    Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
 )
 
 

@@ -141,7 +141,18 @@ def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Call
         end(thing)
 
 
+#: Adapter kinds ending in this run on a store split into ``SHARDED_COUNT`` shards.
+SHARDED = "-sharded"
+SHARDED_COUNT = 4
+
+
+def shards_for(kind: str) -> int:
+    """How many shards an adapter kind's stores have (``sqlite-sharded``: ``SHARDED_COUNT``)."""
+    return SHARDED_COUNT if kind.endswith(SHARDED) else 1
+
+
 def storage_url(kind: str, tmp_path: Path) -> str:
+    kind = kind.removesuffix(SHARDED)
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     require_server(kind)
@@ -155,6 +166,9 @@ ADAPTERS = [
     pytest.param("postgresql", marks=pytest.mark.postgresql),
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("redis-cluster", marks=pytest.mark.redis_cluster),
+    "sqlite-sharded",
+    pytest.param("postgresql-sharded", marks=pytest.mark.postgresql),
+    pytest.param("redis-sharded", marks=pytest.mark.redis),
 ]
 
 
@@ -171,7 +185,9 @@ def make_storage(adapter_kind: str, tmp_path: Path) -> Iterator[object]:
     made: list[Storage] = []
 
     def make(pool_size: int = 10) -> Storage:
-        store = storage_adapters.from_url(url, prefix=prefix, pool_size=pool_size)
+        store = storage_adapters.from_url(
+            url, prefix=prefix, pool_size=pool_size, shards=shards_for(adapter_kind)
+        )
         store.setup()
         made.append(store)
         return store
@@ -180,7 +196,7 @@ def make_storage(adapter_kind: str, tmp_path: Path) -> Iterator[object]:
     for store in made:
         store.close()
     if made:  # a fresh adapter, since the test may have closed the ones it made
-        cleaner = storage_adapters.from_url(url, prefix=prefix)
+        cleaner = storage_adapters.from_url(url, prefix=prefix, shards=shards_for(adapter_kind))
         cleaner.drop()
         cleaner.close()
 

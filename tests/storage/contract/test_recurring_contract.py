@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from storage_adapters import Firing, JobState, LockLease, NewJob, NewRecurring, Storage
@@ -26,7 +28,10 @@ def recurring(
 
 
 def firing(rid: str, tick: float, next_run_at: float | None, history: str = "[]") -> Firing:
-    job = NewJob(id=f"{rid}@{tick:.0f}", task="tasks.report", payload="{}", due_at=tick)
+    """A firing of ``rid`` at ``tick``, its job id in the firing form (``r@<UTC time>Z``),
+    which a sharded store requires so that the firing lands in its recurring job's shard."""
+    moment = datetime.fromtimestamp(tick, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    job = NewJob(id=f"{rid}@{moment}", task="tasks.report", payload="{}", due_at=tick)
     return Firing(next_run_at=next_run_at, last_run_at=tick, history=history, jobs=(job,))
 
 
@@ -103,12 +108,11 @@ def test_fire_adds_the_job_and_advances_atomically(storage: Storage) -> None:
     (record,) = storage.fetch_due_recurring(10)
     lock = take_lock(storage)
     # When it fires
-    created = storage.fire_recurring(
-        "r", record.version, lock, firing("r", now - 1, now + 59, history='["r@1"]')
-    )
+    fired = firing("r", now - 1, now + 59, history='["r@1"]')
+    created = storage.fire_recurring("r", record.version, lock, fired)
     # Then the firing job exists, due at the tick, and the recurring job moved on
     assert created == [True]
-    job = storage.get_job(f"r@{now - 1:.0f}")
+    job = storage.get_job(fired.jobs[0].id)
     assert job is not None and job.state is JobState.SCHEDULED
     assert job.due_at == pytest.approx(now - 1, abs=1e-3)
     after = storage.get_recurring("r")

@@ -29,6 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ENV",
@@ -141,7 +142,7 @@ class RedisCluster:
     def url(self) -> str:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports)
 
-    def _client(self, port: int, timeout: float = 2.0) -> object:
+    def _client(self, port: int, timeout: float = 2.0) -> Any:
         import redis
 
         return redis.Redis(port=port, socket_timeout=timeout, decode_responses=True)
@@ -153,7 +154,7 @@ class RedisCluster:
             if self.pids[self.ports.index(port)] in self.killed:
                 continue
             try:
-                ranges = self._client(port).execute_command("CLUSTER", "SLOTS")  # type: ignore[attr-defined]
+                ranges = self._client(port).execute_command("CLUSTER", "SLOTS")
             except Exception:  # a node that cannot answer now: ask the next
                 continue
             for first, last, master, *_ in ranges:
@@ -178,26 +179,27 @@ class RedisCluster:
 
     def wait_for_master_change(self, key: str, old_port: int, timeout: float = 60.0) -> int:
         """Wait until a live node serves ``key``'s slot as master in place of ``old_port`` and
-        the cluster is ok again; return the new master's port."""
+        the cluster is ok again (the promoted master has no replica then); return the new
+        master's port."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 port, _ = self.master_of(key)
             except RuntimeError:
                 port = old_port
-            if port != old_port and self._all_ok(skip_killed=True):
+            if port != old_port and self._all_ok(skip_killed=True, replicas=False):
                 return port
             time.sleep(0.1)
         raise TimeoutError(
             f"no replica took over {key!r}'s slot from port {old_port} in {timeout} s"
         )
 
-    def _all_ok(self, skip_killed: bool = False) -> bool:
+    def _all_ok(self, skip_killed: bool = False, replicas: bool = True) -> bool:
         for port, pid in zip(self.ports, self.pids, strict=True):
             if skip_killed and pid in self.killed:
                 continue
             try:
-                info = self._client(port).execute_command("CLUSTER", "INFO")  # type: ignore[attr-defined]
+                info = self._client(port).execute_command("CLUSTER", "INFO")
             except Exception:  # not up yet
                 return False
             text = info if isinstance(info, str) else str(info)
@@ -205,7 +207,21 @@ class RedisCluster:
                 return False
             if "cluster_slots_ok:16384" not in text:
                 return False
+            try:
+                if replicas and not self._replicating(port):
+                    return False
+            except Exception:  # went away meanwhile
+                return False
         return True
+
+    def _replicating(self, port: int) -> bool:
+        """A master has a replica online, a replica has its link to its master up: until then
+        a failover has no one to promote and ``WAIT`` counts no replica."""
+        info = self._client(port).info("replication")
+        if info.get("role") == "master":
+            replica = info.get("slave0")
+            return isinstance(replica, dict) and replica.get("state") == "online"
+        return bool(info.get("master_link_status") == "up")
 
     def stop(self) -> None:
         """End the recorded servers (SIGTERM, then SIGKILL at the deadline) and remove the
@@ -261,7 +277,8 @@ def start(folder: Path | None = None, timeout: float = READY_SECONDS) -> RedisCl
                 process = subprocess.Popen(
                     [server, "--port", str(port), "--bind", "127.0.0.1",
                      "--cluster-enabled", "yes", "--cluster-config-file", str(node / "nodes.conf"),
-                     "--cluster-node-timeout", "2000", "--dir", str(node), "--save", "",
+                     "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0",
+                     "--dir", str(node), "--save", "",
                      "--appendonly", "no", "--daemonize", "no"],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,

@@ -530,10 +530,10 @@ def _configuration_problem(exc: redis.RedisError | RedisClusterException) -> str
         return "the user lacks a permission this needs (ACL)"
     if isinstance(exc, redis.ResponseError) and "DB index" in str(exc):
         return "the database number in the URL does not exist on this server"
+    if isinstance(exc, RedisClusterException) and "Cluster mode is not enabled" in str(exc):
+        return "the server is not a Redis Cluster node (use redis:// for a single server)"
     if isinstance(exc, redis.ConnectionError) or _cluster_unreachable(exc):
         return dns_problem(exc)
-    if isinstance(exc, RedisClusterException) and "not enabled" in str(exc):
-        return "the server is not a Redis Cluster node (use redis:// for a single server)"
     return None
 
 

@@ -14,14 +14,17 @@ This module imports nothing from the job model, so ``jobs.JobSpec.encode`` can c
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
+
+from storage_adapters.sharding import FIRING_ID_SUFFIX
 
 from .errors import InvalidJobError
 
 __all__ = ["check_not_reserved", "firing_id", "is_reserved", "trigger_id"]
 
-_RESERVED = re.compile(r"@(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|trigger-[^@]*)\Z")
+#: The reserved form's one home is storage's: a sharded store keeps a firing in its recurring
+#: job's shard by that same form (storage_adapters/sharding.py).
+_RESERVED = FIRING_ID_SUFFIX
 
 
 def _iso(epoch: float, timespec: str) -> str:

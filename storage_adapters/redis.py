@@ -51,6 +51,7 @@ from .redis_link import RedisLink, parse_target
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
 from .redis_retention import RETENTION_SCRIPTS, RedisRetention
+from .sharding import check_shard_count, check_shards
 from .urls import InvalidStorageURLError, mask_url
 
 __all__ = ["RedisStorage"]
@@ -168,6 +169,9 @@ class RedisStorage(
         self._prefix = validate_prefix(prefix)
         self._owns_link = owns_link
         self._closed = False
+        #: The shard count ``setup()`` expects to find recorded (see sharding.py); a
+        #: ``ShardedStorage`` sets it on its first shard before setting it up.
+        self.expected_shards = 1
 
     def sibling(self, prefix: str) -> RedisStorage:
         """Another storage on this one's client and connection pools, under ``prefix`` (on a
@@ -191,6 +195,11 @@ class RedisStorage(
     @property
     def _scripts(self) -> dict[str, Any]:
         return self._link.scripts
+
+    @property
+    def _db(self) -> int:
+        """The database number of a single server (0 on a cluster)."""
+        return self._link.db
 
     def __repr__(self) -> str:
         return f"RedisStorage({self._masked_url!r}, prefix={self._prefix!r})"
@@ -336,6 +345,7 @@ class RedisStorage(
             self._index_finished_jobs()
             with self._talking() as client:
                 client.set(self._key("version"), SCHEMA_VERSION)
+        check_shard_count(self, self.expected_shards, self._prefix)
 
     def _check_server_version(self, client: Any) -> None:
         """Every node of a cluster, since any of them may come to own this prefix's slot."""
@@ -402,14 +412,17 @@ class RedisStorage(
             stored = client.get(self._key("shards"))
         return None if stored is None else int(stored)
 
-    def store_shard_count(self, shards: int) -> None:
-        """Record the shard count under this prefix (``{prefix}:shards``)."""
-        positive_count("shards", shards)
+    def store_shard_count(self, shards: int) -> int:
+        """Record ``shards`` under this prefix (``{prefix}:shards``) unless a count is recorded
+        already; return the recorded one."""
+        check_shards(shards)
+        key = self._key("shards")
         with self._talking() as client:
             if self._link.target.wait_replicas:
-                self._replicated(lambda pipe: pipe.set(self._key("shards"), shards))
+                self._replicated(lambda pipe: pipe.set(key, shards, nx=True))
             else:
-                client.set(self._key("shards"), shards)
+                client.set(key, shards, nx=True)
+            return int(client.get(key))
 
     # -- accept -----------------------------------------------------------------------------
 
@@ -468,7 +481,7 @@ class RedisStorage(
             lease_arg(lease),
             positive_count("limit", limit),
             list_db,
-            self._link.db,
+            self._db,
         ]
         reply = self._run("release_to_lists", keys, args)
         rows = _claims(reply[1:], lock.token)

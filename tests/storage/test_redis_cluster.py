@@ -127,7 +127,7 @@ def test_everything_a_prefix_writes_is_in_its_one_slot(
     store.save_recurring(
         NewRecurring("r1", "tasks.add", "[[], {}, {}]", "* * * * *", True, now - 1), "create"
     )
-    store.store_shard_count(4)
+    assert store.store_shard_count(4) == 4
     keys = keys_of(raw, store._prefix)
     assert len(keys) > 10  # jobs, indexes, lock, fence, recurring, version, shards
     assert slots_of(raw, keys) == {int(raw.cluster_keyslot("{" + store._prefix + "}"))}
@@ -207,7 +207,8 @@ def test_the_shard_count_is_stored_under_the_prefix(kind: str) -> None:
     store = RedisStorage(url, prefix=unique_prefix())
     try:
         assert store.stored_shard_count() is None
-        store.store_shard_count(8)
+        assert store.store_shard_count(8) == 8
+        assert store.store_shard_count(4) == 8  # the first recorded count stays
         assert store.stored_shard_count() == 8
         assert store.sibling(unique_prefix()).stored_shard_count() is None
         with pytest.raises(StorageError, match="shards"):

@@ -66,6 +66,20 @@ def redis_cluster_url() -> str:
     return os.environ.get(REDIS_CLUSTER_ENV) or str(throwaway_cluster().url)
 
 
+def redis_client(url: str) -> Any:
+    """A raw client for a test's Redis URL, for writing keys by hand: ``redis.Redis``, or
+    ``redis.cluster.RedisCluster`` for a ``redis+cluster://`` URL (every key of a prefix is in
+    one slot, so single-key and same-prefix commands work on either)."""
+    import redis
+    from redis.cluster import ClusterNode, RedisCluster
+
+    if not url.startswith("redis+cluster://"):
+        return redis.Redis.from_url(url)
+    first = url.split("://", 1)[1].split(",")[0].split("@")[-1].split("/")[0].split("?")[0]
+    host, _, port = first.rpartition(":")
+    return RedisCluster(startup_nodes=[ClusterNode(host, int(port))])
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     while _cluster:
         _cluster.pop().stop()

@@ -492,3 +492,22 @@ def test_a_list_key_of_another_type_sends_its_jobs_the_claim_way(
 
 def test_server_identity_names_the_server_process(store: RedisStorage, raw: redis.Redis) -> None:
     assert store.server_identity() == raw.info("server")["run_id"]
+
+
+def test_wait_replicas_on_a_server_without_replicas_fails_writes_as_unavailable(
+    raw: redis.Redis, prefix: str
+) -> None:
+    """``wait_replicas`` is this adapter's option, taken out of the URL before redis-py reads it:
+    a write then waits for that many replicas, and none answering is reported, not hidden."""
+    joiner = "&" if "?" in REDIS_URL else "?"
+    store = RedisStorage(f"{REDIS_URL}{joiner}wait_replicas=1&wait_timeout_ms=20", prefix=prefix)
+    try:
+        store.setup()
+        with pytest.raises(StorageUnavailableError, match="only 0 of 1 replicas"):
+            store.add_jobs([NewJob("w", "t", "{}", store.now())])
+        assert store.get_job("w") is not None  # done on the server, only not replicated
+        assert store.fetch_due_ids(10) == ["w"]  # reads do not wait
+    finally:
+        store.close()
+        for key in keys_of(raw, prefix):
+            raw.unlink(key)

@@ -175,14 +175,23 @@ def storage_url(kind: str, tmp_path: Path) -> str:
     return POSTGRESQL_URL if kind == "postgresql" else REDIS_URL
 
 
+#: Every test that takes ``adapter_kind`` runs on each of these.
 ADAPTERS = [
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgresql),
     pytest.param("redis", marks=pytest.mark.redis),
+]
+#: The storage contract suite (tests/storage/contract) runs on these too: a Redis Cluster, and
+#: every backend split into shards (sharded_storage.py over shard stores), the cluster included.
+#: The other suites run on them where they test what differs (test_redis_cluster.py,
+#: test_sharding.py, tests/scheduler/test_shards.py, tests/faults/test_scale_out.py).
+CONTRACT_ADAPTERS = [
+    *ADAPTERS,
     pytest.param("redis-cluster", marks=pytest.mark.redis_cluster),
     "sqlite-sharded",
     pytest.param("postgresql-sharded", marks=pytest.mark.postgresql),
     pytest.param("redis-sharded", marks=pytest.mark.redis),
+    pytest.param("redis-cluster-sharded", marks=pytest.mark.redis_cluster),
 ]
 
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import storage_adapters
 from storage_adapters import JobState, NewJob, Storage
 
 from .clock import StorageClock
 from .envelopes import EnvelopeMaker, with_envelopes
 from .errors import InvalidJobError
 from .jobs import Job, JobSpec, due_time, utc_datetime
+from .opening_storage import open_storage
 from .recurring_jobs import RecurringJobs
 from .retrying import call_storage
 from .settings import Settings
@@ -58,13 +58,10 @@ class Client:
         self.envelopes = envelopes
         self.settings = settings or Settings.load(overrides)
         self._owns_storage = storage is None
-        self.storage = storage or storage_adapters.from_url(
-            self.settings.storage_url,
-            prefix=self.settings.prefix,
+        self.storage = storage or open_storage(
+            self.settings,
             pool_size=self.settings.max_degree_of_parallelism,
-            connect_timeout=(
-                self.settings.connect_timeout if connect_timeout is None else connect_timeout
-            ),
+            connect_timeout=connect_timeout,
         )
         self._clock = StorageClock(self.storage)
         self.recurring = RecurringJobs(

@@ -17,6 +17,7 @@ from dataclasses import Field, dataclass, fields
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, validate_prefix
+from storage_adapters.sharding import MAX_SHARDS
 from storage_adapters.urls import InvalidStorageURLError, scheme_of
 
 from .errors import ConfigurationError
@@ -85,6 +86,16 @@ class Settings:
     ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
     ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old.
 
+    ``shards``: how many shards the store is split into (1, the default: one store, one active
+    scheduler at a time, exactly as without shards). With S > 1 each job lives in the shard its
+    id hashes to, each shard has its own due index and locks, and every scheduler process serves
+    its fair share of the shards (about S/N of them with N live processes; see
+    ``shard_assignment.py``), so N processes release at once. Every scheduler process and every
+    client sharing a prefix must use the same S: storage records S when a sharded store is first
+    set up and refuses to open it with a different count (a client with another count would
+    write jobs where no scheduler looks). Choose S above the most scheduler processes you expect
+    to run, since changing it means a new prefix.
+
     ``log_format``: ``plain`` log lines read as prose; ``json`` writes one JSON object per line
     (time, level, logger, message and the event's fields) for a log pipeline (see
     ``log_format.py``). The worker bootstep applies it to this package's loggers only.
@@ -106,6 +117,7 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     retention: float | None = 7 * 86400.0
     heartbeat_interval: float = 5.0
+    shards: int = 1
     log_format: LogFormat = "plain"
 
     def __post_init__(self) -> None:
@@ -118,6 +130,7 @@ class Settings:
             _check_seconds("eta_threshold", self.eta_threshold, 0, 10 * 365 * 86400)
         _check_seconds("connect_timeout", self.connect_timeout, 0.1, 60)
         _check_seconds("heartbeat_interval", self.heartbeat_interval, 0.05, 300)
+        _check_int("shards", self.shards, 1, MAX_SHARDS)
         if self.metrics_port is not None:
             _check_int("metrics_port", self.metrics_port, 0, 65535)
         if self.retention is not None:

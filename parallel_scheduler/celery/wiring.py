@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import storage_adapters
 from storage_adapters import ClaimedJob, Storage
 
 from ..clock import StorageClock
 from ..dispatchers import Dispatcher
 from ..envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
 from ..log_format import event
+from ..opening_storage import open_storage
 from ..recurring_jobs import RecurringJobs
 from ..scheduler_service import SchedulerService
 from ..settings import Settings
@@ -77,12 +77,7 @@ def envelopes_for(app: Any, settings: Settings, storage: Storage) -> EnvelopeMak
 
 def build_service(app: Any, settings: Settings, owner: str | None = None) -> SchedulerService:
     """Both schedulers, sending through ``app``; fails at once on a bad storage URL."""
-    storage = storage_adapters.from_url(
-        settings.storage_url,
-        prefix=settings.prefix,
-        pool_size=settings.max_degree_of_parallelism,
-        connect_timeout=settings.connect_timeout,
-    )
+    storage = open_storage(settings)
     try:
         storage.setup()
         if app.conf.beat_schedule:

@@ -35,9 +35,9 @@ __all__ = [
     "overrides",
 ]
 
-#: Settings every command needs (where the store is, how it logs), so they come before the
-#: command name (``run`` also takes ``--log-format`` after it).
-GLOBAL_SETTINGS = ("storage_url", "prefix", "log_format")
+#: Settings every command needs (where the store is, how many shards it has, how it logs), so
+#: they come before the command name (``run`` also takes ``--log-format`` after it).
+GLOBAL_SETTINGS = ("storage_url", "prefix", "shards", "log_format")
 
 
 _METAVARS = {"integer": "N", "number": "NUMBER", "string": "TEXT"}

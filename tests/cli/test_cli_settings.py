@@ -42,6 +42,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "metrics_host": ("localhost", "localhost"),
     "retention": ("3600", 3600.0),
     "heartbeat_interval": ("2.5", 2.5),
+    "shards": ("3", 3),
     "log_format": ("json", "json"),
 }
 KINDS = {kind.name: kind for kind in SETTING_KINDS}

@@ -14,6 +14,7 @@ def test_defaults() -> None:
     assert settings.release_mode == "batch"
     assert settings.fast_publish is True  # where the broker has a fast path (wiring.py)
     assert settings.storage_url is None
+    assert settings.shards == 1  # one store, exactly as before shards existed
 
 
 def test_arguments_beat_environment_beat_celery_config() -> None:
@@ -47,6 +48,9 @@ def test_arguments_beat_environment_beat_celery_config() -> None:
         ("prefix", "", "prefix"),
         ("storage_url", "mongodb://x", "scheme"),
         ("storage_url", "not a url", "malformed"),
+        ("shards", 0, "shards must be an integer from 1 to 1024"),
+        ("shards", 1025, "shards must be an integer from 1 to 1024"),
+        ("shards", True, "shards"),
     ],
 )
 def test_bad_values_name_the_setting(name: str, value: object, message: str) -> None:
@@ -89,6 +93,7 @@ def test_mask_url_hides_passwords_in_the_query_too() -> None:
         ("PARALLEL_SCHEDULER_FAST_PUBLISH", "0", False),
         ("PARALLEL_SCHEDULER_ETA_THRESHOLD", " 90 ", 90.0),
         ("PARALLEL_SCHEDULER_CONNECT_TIMEOUT", "0.5", 0.5),
+        ("PARALLEL_SCHEDULER_SHARDS", "16", 16),
     ],
 )
 def test_environment_values_are_read_by_the_fields_type(

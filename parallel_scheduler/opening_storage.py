@@ -1,0 +1,45 @@
+"""Opening the store the settings name: the one place settings become a ``Storage``.
+
+``Client``, the Celery wiring (and through them the command line, the dashboard and the worker
+bootstep) all open storage here, so a setting that shapes the store (``shards`` above all: a
+client opened with another count than the schedulers would write jobs where none of them looks)
+cannot be forgotten by one of them.
+"""
+
+from __future__ import annotations
+
+import storage_adapters
+from storage_adapters import Storage
+
+from .settings import Settings
+
+__all__ = ["SHARD_CONNECTIONS", "open_storage", "pool_size_for"]
+
+#: With shards, each served shard's two loops peek on a connection of their own beside the
+#: release pool: this many extra connections at most, however many shards there are.
+SHARD_CONNECTIONS = 32
+
+
+def pool_size_for(settings: Settings) -> int:
+    """Connections to keep: ``max_degree_of_parallelism`` for the release pool, plus, with
+    shards, two per shard (the delayed and recurring loops' peeks) up to ``SHARD_CONNECTIONS``
+    (the shard stores share one connection pool)."""
+    parallelism = settings.max_degree_of_parallelism
+    if settings.shards == 1:
+        return parallelism
+    return parallelism + min(2 * settings.shards, SHARD_CONNECTIONS)
+
+
+def open_storage(
+    settings: Settings, *, pool_size: int | None = None, connect_timeout: float | None = None
+) -> Storage:
+    """The store ``settings`` name (URL, prefix, shards), not yet set up. ``pool_size`` and
+    ``connect_timeout`` default to what the settings call for (``pool_size_for``,
+    ``connect_timeout``)."""
+    return storage_adapters.from_url(
+        settings.storage_url,
+        prefix=settings.prefix,
+        pool_size=pool_size_for(settings) if pool_size is None else pool_size,
+        connect_timeout=settings.connect_timeout if connect_timeout is None else connect_timeout,
+        shards=settings.shards,
+    )

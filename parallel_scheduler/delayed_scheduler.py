@@ -6,7 +6,8 @@ claim -> repeat while a full batch came back -> release the lock. Between passes
 sleeps until the next due time (or claim lease end) it peeked from storage, or the poll interval,
 whichever is sooner; a pass whose peek finds nothing due ends there, at one round trip.
 Any number of scheduler processes may run; the lock makes one of them active at a time and
-another takes over within a lease (plus a poll interval) when it dies.
+another takes over within a lease (plus a poll interval) when it dies. With shards, one such
+scheduler runs per shard, on the shard's own store and lock (see scheduler_service.py).
 
 What a crash or a stall can duplicate is what was sent and not yet marked Enqueued: in
 ``per_job`` mode one job per pool thread; in ``batch`` mode one ``CHUNK`` per pool thread, since
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from storage_adapters import ClaimedJob, Storage
 
@@ -29,6 +30,7 @@ from .envelopes import script_release_for
 from .held_lock import HeldLock
 from .locked_scheduler import LockedScheduler
 from .log_format import pass_event
+from .pool import BoundedPool
 from .recorder import record_outcomes
 from .release import ReleaseListener, Releaser
 from .retention import RetentionPurger
@@ -57,9 +59,16 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         owner: str | None = None,
         listeners: Sequence[ReleaseListener] = (),
         owns_storage: bool = False,
+        shard: int | None = None,
+        serving: Callable[[], bool] | None = None,
+        pool: BoundedPool | None = None,
     ) -> None:
-        """``owns_storage``: ``close()`` closes the storage too (when this scheduler opened it)."""
-        super().__init__(storage, settings, owner, owns_storage)
+        """``owns_storage``: ``close()`` closes the storage too (when this scheduler opened it).
+        ``shard``, ``serving``, ``pool``: for one shard of a sharded store (see
+        ``LockedScheduler``); retention then purges that shard, only while it is served."""
+        super().__init__(
+            storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
+        )
         self._dispatcher = dispatcher
         self._releaser = Releaser(
             storage, dispatcher, self._clock, self.settings.lock_lease, listeners
@@ -70,7 +79,12 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         #: Deletes old finished jobs beside the passes, in a thread and under a lock of its own,
         #: from ``run_forever()`` to its end (see retention.py): a pass never waits for a purge.
         self.purger = RetentionPurger(
-            storage, self._clock, self.settings.retention, self.owner, self.settings.lock_lease
+            storage,
+            self._clock,
+            self.settings.retention,
+            self.owner,
+            self.settings.lock_lease,
+            serving=self.serving,
         )
 
     @property

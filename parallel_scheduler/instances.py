@@ -9,6 +9,11 @@ with its own clock), and removes it on a graceful stop. A process that dies with
 leaves a record whose heartbeat ages: shown dead once it is ``DEAD_AFTER_INTERVALS`` intervals
 old, deleted ``REMOVE_AFTER`` seconds after its last heartbeat by any live instance's heartbeat.
 
+With shards (``shards`` > 1), the heartbeat also tells the process which shards to serve: each
+beat reads the instance records once (one more round trip per interval, none per pass), and
+hands the ids of the live ones to ``on_live`` (``shard_assignment.ShardAssignment.update``). The
+record's details say which shards the process serves (``shards``; ``[0]`` without shards).
+
 A storage error in a heartbeat is logged and the next interval tries again: liveness reporting
 never stops the scheduling it reports on.
 """
@@ -21,9 +26,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from storage_adapters import InstanceRecord, Storage
+
+from .shard_assignment import live_ids, liveness_threshold
 
 if TYPE_CHECKING:
     from .locked_scheduler import LockedScheduler
@@ -40,15 +48,22 @@ REMOVE_AFTER = 600.0
 REMOVE_BATCH = 100
 
 
-def pass_view(scheduler: LockedScheduler[Any]) -> dict[str, Any] | None:
+def pass_view(
+    scheduler: LockedScheduler[Any] | Sequence[LockedScheduler[Any]],
+) -> dict[str, Any] | None:
     """The scheduler's last pass that held its lock or was idle (``idle``: nothing was due):
     when it ended, how long it took, and its counts (``released`` for delayed jobs,
-    ``fired``/``created`` for recurring ones)."""
-    last = scheduler.last_pass
-    if last is None:
+    ``fired``/``created`` for recurring ones). Given one scheduler per shard, the latest pass
+    of any of them, with its ``shard``."""
+    schedulers = [scheduler] if not isinstance(scheduler, Sequence) else scheduler
+    passes = [(*last, s.shard) for s in schedulers if (last := s.last_pass) is not None]
+    if not passes:
         return None
-    ended_at, stats = last
-    return {"at": ended_at, "duration_seconds": round(stats.duration, 6), **stats.as_dict()}
+    ended_at, stats, shard = max(passes, key=lambda item: item[0])
+    view = {"at": ended_at, "duration_seconds": round(stats.duration, 6), **stats.as_dict()}
+    if shard is not None:
+        view["shard"] = shard
+    return view
 
 
 class Heartbeat:
@@ -59,13 +74,23 @@ class Heartbeat:
         storage: Storage,
         instance_id: str,
         settings: Settings,
-        schedulers: dict[str, LockedScheduler[Any]],
+        schedulers: Mapping[str, LockedScheduler[Any] | Sequence[LockedScheduler[Any]]],
+        *,
+        served: Callable[[], Collection[int]] = lambda: (0,),
+        on_live: Callable[[frozenset[str]], object] | None = None,
     ) -> None:
+        """``schedulers``: by kind, the scheduler, or one per shard. ``served``: the shards this
+        process serves now, for the details. ``on_live``: given the live instance ids after
+        every beat that could read them (only then is the records' list read)."""
         self.storage = storage
         self.instance_id = instance_id
         self.settings = settings
         self.interval = settings.heartbeat_interval
-        self._schedulers = schedulers
+        self._schedulers = {
+            kind: [s] if not isinstance(s, Sequence) else list(s) for kind, s in schedulers.items()
+        }
+        self._served = served
+        self._on_live = on_live
         self._started_at = time.time()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -76,13 +101,15 @@ class Heartbeat:
     def details(self) -> str:
         """The record's JSON details: last passes, locks held now, settings (passwords masked)."""
         locks = []
-        for scheduler in self._schedulers.values():
-            held = scheduler.held
-            if held is not None and held.valid():
-                locks.append(held.lease.name)
+        for schedulers in self._schedulers.values():
+            for scheduler in schedulers:
+                held = scheduler.held
+                if held is not None and held.valid():
+                    locks.append(scheduler.lock_label)
         view = {
             "last_pass": {kind: pass_view(s) for kind, s in self._schedulers.items()},
             "locks": sorted(locks),
+            "shards": sorted(self._served()),
             "settings": self.settings.describe(),
         }
         return json.dumps(view, default=str, allow_nan=False)
@@ -102,12 +129,16 @@ class Heartbeat:
 
     def beat(self) -> bool:
         """Write the record once (registering again if it was removed meanwhile) and delete dead
-        records; ``False`` when storage failed (logged; the next interval tries again)."""
+        records; ``False`` when storage failed (logged; the next interval tries again). With
+        ``on_live``, first read the live instances and hand them over, so the record written
+        says the shards served from now on."""
         try:
+            now = self.storage.now()
+            self.look_around(now)
             if not self.storage.heartbeat_instance(self.instance_id, self.details()):
                 self.storage.register_instance(self.record())
             self.last_beat = time.time()
-            cutoff = self.storage.now() - REMOVE_AFTER
+            cutoff = now - REMOVE_AFTER
             removed = self.storage.remove_instances_older_than(cutoff, REMOVE_BATCH)
             if removed:
                 logger.info(
@@ -118,13 +149,25 @@ class Heartbeat:
             return False
         return True
 
+    def look_around(self, now: float | None = None) -> None:
+        """Read the instance records and hand the live ids to ``on_live`` (nothing without it).
+        Raises what storage raises (the caller logs it)."""
+        if self._on_live is None:
+            return
+        now = self.storage.now() if now is None else now
+        records = self.storage.list_instances()
+        threshold = liveness_threshold(self.settings)
+        self._on_live(live_ids(records, now, threshold, self.instance_id))
+
     def start(self) -> None:
         """Register now (in the caller's thread, so the record exists once ``start`` returns
-        when storage is up) and keep beating in a daemon thread."""
+        when storage is up) and keep beating in a daemon thread. With ``on_live``, the live
+        instances are read first, so the registered record already says this process's share."""
         if self._thread is not None:
             return
         self._stop.clear()
         try:
+            self.look_around()
             self.storage.register_instance(self.record())
             self.last_beat = time.time()
         except Exception as exc:

@@ -17,6 +17,12 @@ even while backing off after failures), so a dead holder is replaced within ``lo
 ``min(poll_interval, lock_lease)``. Its idle sleeps end when the work it peeked falls due, so
 the work a dead holder left (due jobs, claims whose lease runs out) brings it to the lock. A
 holder that stops gracefully releases the lock, and the next attempt takes it at once.
+
+Shards (``shards`` > 1, see scheduler_service.py): a scheduler then works on one shard's store
+and runs its passes only while ``serving()`` says its shard is this process's. Otherwise a turn of
+the loop takes no lock and makes no storage round trip: it waits for a wake-up (the service wakes
+it when the assignment changes) or a poll interval. A pass in flight when its shard goes to
+another process ends after its current batch, and releases the lock for the new owner.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -51,6 +58,10 @@ logger = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
 
 
+def _always() -> bool:
+    return True
+
+
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -63,14 +74,29 @@ class LockedScheduler(ABC, Generic[StatsT]):
     LOCK_NAME: ClassVar[str]
 
     def __init__(
-        self, storage: Storage, settings: Settings | None, owner: str | None, owns_storage: bool
+        self,
+        storage: Storage,
+        settings: Settings | None,
+        owner: str | None,
+        owns_storage: bool,
+        *,
+        shard: int | None = None,
+        serving: Callable[[], bool] | None = None,
+        pool: BoundedPool | None = None,
     ) -> None:
+        """``shard``: the shard whose store ``storage`` is (``None``: the whole store), named in
+        the lock as shown (``delayed-scheduler#3``) and in metrics. ``serving``: whether to run
+        passes now (default: always). ``pool``: a pool shared with other schedulers (``close``
+        leaves it to its owner), instead of one of this scheduler's own."""
         self.storage = storage
         self.settings = settings or Settings()
         self.owner = owner or default_owner()
         self._owns_storage = owns_storage
         self._clock = StorageClock(storage)
-        self._pool = BoundedPool(self.settings.max_degree_of_parallelism)
+        self.shard = shard
+        self._serving = serving or _always
+        self._owns_pool = pool is None
+        self._pool = pool or BoundedPool(self.settings.max_degree_of_parallelism)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         # storage clock; only the loop's thread reads or writes these two
@@ -83,6 +109,15 @@ class LockedScheduler(ABC, Generic[StatsT]):
         #: seconds): an idle scheduler is alive and watching, not stuck.
         self.held: HeldLock | None = None
         self.last_pass: tuple[float, StatsT] | None = None
+
+    @property
+    def lock_label(self) -> str:
+        """The lock as people see it: its name, with ``#<shard>`` for a shard's scheduler."""
+        return self.LOCK_NAME if self.shard is None else f"{self.LOCK_NAME}#{self.shard}"
+
+    def serving(self) -> bool:
+        """True while this scheduler's shard is this process's to serve (always without shards)."""
+        return self._serving()
 
     # -- what subclasses supply -----------------------------------------------------------------
 
@@ -107,6 +142,11 @@ class LockedScheduler(ABC, Generic[StatsT]):
         Otherwise ``run_pass()``. An idle pass leaves the ``lock_held`` gauge as it was: that
         reports the last attempt to take the lock, and an idle pass makes none."""
         started = time.monotonic()
+        if not self._serving():  # another process's shard: no lock, no round trip
+            self._idle_until = None
+            stats = self._new_stats(False)
+            stats.idle = True
+            return stats
         next_work = call_storage(self._next_work_at, give_up_after=self.settings.lock_lease)
         if next_work is None or next_work > self._clock.now():
             self._idle_until = next_work
@@ -128,7 +168,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
             give_up_after=self.settings.lock_lease,
         )
         stats = self._new_stats(held is not None)
-        self.metrics.lock_held(self.LOCK_NAME, held is not None)
+        self.metrics.lock_held(self.LOCK_NAME, held is not None, self._shard_label)
         if held is None:
             return stats
         self.held = held
@@ -143,8 +183,12 @@ class LockedScheduler(ABC, Generic[StatsT]):
             self.metrics.pass_seconds(self.LOCK_NAME.removesuffix("-scheduler"), stats.duration)
         return stats
 
+    @property
+    def _shard_label(self) -> str:
+        return str(self.shard or 0)
+
     def _keep_going(self, held: HeldLock) -> bool:
-        return not self._stopping.is_set() and held.valid()
+        return not self._stopping.is_set() and held.valid() and self._serving()
 
     # -- the process loop -------------------------------------------------------------------
 
@@ -158,7 +202,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
                 try:
                     stats = self.run_once()
                 except Exception:
-                    logger.exception("%s pass failed; backing off", self.LOCK_NAME)
+                    logger.exception("%s pass failed; backing off", self.lock_label)
                     stats = self._new_stats(False)
                     stats.failed = 1
                 if stats.failed:
@@ -172,8 +216,8 @@ class LockedScheduler(ABC, Generic[StatsT]):
         finally:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
-            self.metrics.lock_held(self.LOCK_NAME, False)
-        logger.info("%s %s stopped", self.LOCK_NAME, self.owner)
+            self.metrics.lock_held(self.LOCK_NAME, False, self._shard_label)
+        logger.info("%s %s stopped", self.lock_label, self.owner)
 
     def _delay_after(self, stats: StatsT) -> float:
         poll = self.settings.poll_interval
@@ -223,6 +267,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
     def close(self) -> None:
         """Stop and free the thread pool, and the storage if this scheduler owns it."""
         self.stop()
-        self._pool.shutdown()
+        if self._owns_pool:
+            self._pool.shutdown()
         if self._owns_storage:
             self.storage.close()

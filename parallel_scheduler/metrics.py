@@ -9,6 +9,8 @@ Two kinds of figures:
 
 * events the schedulers report as they happen (``PrometheusRecorder``: releases per path, errors,
   recovered claims, expiries, pass durations, lateness, locks, firings, misfires, heartbeat);
+  with shards, the counters and histograms add up every shard this process serves, and
+  ``lock_held`` has a ``shard`` label (``"0"`` without shards);
 * the state of storage (``StorageCollector``: jobs per state, jobs due now, how late the oldest
   due job is), read when Prometheus scrapes, and cached for ``STORAGE_CACHE`` seconds so that
   several scrapers (or an impatient one) cost storage one count every few seconds, not a count
@@ -94,7 +96,10 @@ class PrometheusRecorder:
             LATENESS_BUCKETS,
         )
         self._lock_held = gauge(
-            "lock_held", "1 while this instance is the active holder of the lock", "lock"
+            "lock_held",
+            "1 while this instance is the active holder of the lock, per shard ('0' without)",
+            "lock",
+            "shard",
         )
         self._heartbeat = gauge(
             "heartbeat_timestamp_seconds",
@@ -112,7 +117,7 @@ class PrometheusRecorder:
         for kind in SCHEDULER_KINDS:
             self._pass_seconds.labels(kind)
         for lock in LOCKS:
-            self._lock_held.labels(lock).set(0)
+            self._lock_held.labels(lock, "0").set(0)
         for policy in MISFIRE_POLICIES:
             self._misfires.labels(policy)
 
@@ -138,8 +143,10 @@ class PrometheusRecorder:
     def lateness(self, seconds: float) -> None:
         self._lateness.observe(max(0.0, seconds))
 
-    def lock_held(self, lock: str, held: bool) -> None:
-        self._lock_held.labels(lock).set(1 if held else 0)
+    def lock_held(self, lock: str, held: bool, shard: str = "0") -> None:
+        """Per lock and shard: each shard's scheduler sets its own series, so with shards the
+        series never flap between shards (``sum by (lock)`` counts the shards held)."""
+        self._lock_held.labels(lock, shard).set(1 if held else 0)
 
     def follow_heartbeat(self, last_beat: Callable[[], float | None]) -> None:
         """Read the heartbeat gauge from ``last_beat`` at scrape time (``instances.Heartbeat``

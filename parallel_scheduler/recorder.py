@@ -48,7 +48,7 @@ class MetricsRecorder(Protocol):
 
     def lateness(self, seconds: float) -> None: ...
 
-    def lock_held(self, lock: str, held: bool) -> None: ...
+    def lock_held(self, lock: str, held: bool, shard: str = "0") -> None: ...
 
     def fired(self, count: int) -> None: ...
 
@@ -76,7 +76,7 @@ class NullRecorder:
     def lateness(self, seconds: float) -> None:
         pass
 
-    def lock_held(self, lock: str, held: bool) -> None:
+    def lock_held(self, lock: str, held: bool, shard: str = "0") -> None:
         pass
 
     def fired(self, count: int) -> None:

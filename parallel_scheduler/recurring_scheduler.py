@@ -22,6 +22,7 @@ from .held_lock import HeldLock
 from .limits import check_instant
 from .locked_scheduler import LockedScheduler
 from .log_format import pass_event
+from .pool import BoundedPool
 from .recurring_jobs import add_history, firing_id
 from .retrying import call_storage
 from .settings import Settings
@@ -44,9 +45,16 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         owner: str | None = None,
         owns_storage: bool = False,
         on_fired: Callable[[], None] | None = None,
+        shard: int | None = None,
+        serving: Callable[[], bool] | None = None,
+        pool: BoundedPool | None = None,
     ) -> None:
-        """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler)."""
-        super().__init__(storage, settings, owner, owns_storage)
+        """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler:
+        with shards, the one of the same shard, where a recurring job's firings live).
+        ``shard``, ``serving``, ``pool``: for one shard of a sharded store (``LockedScheduler``)."""
+        super().__init__(
+            storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
+        )
         self._on_fired = on_fired
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:

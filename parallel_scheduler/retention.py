@@ -20,6 +20,8 @@ What a purge can still take from releases is the storage server's time, which it
   lock and looks again after ``PURGE_EVERY`` seconds.
 
 A purge that fails is logged and retried after ``PURGE_EVERY``: retention never stops releases.
+With shards, each shard's delayed scheduler has a purger of its own, under the shard's own
+``retention`` lock, that purges only while its shard is served by this process (``serving``).
 The recurring jobs' firing history needs no purge: each record keeps its last
 ``recurring_jobs.HISTORY_LIMIT`` firings only, and the firing jobs are finished jobs like others.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from storage_adapters import Storage, StorageError
 from storage_adapters.retention import PURGEABLE_STATES
@@ -74,7 +77,9 @@ class RetentionPurger:
         every: float = PURGE_EVERY,
         budget: float = SLICE_BUDGET,
         duty: float = DUTY,
+        serving: Callable[[], bool] | None = None,
     ) -> None:
+        """``serving``: purge only while it says so (a shard served by this process)."""
         self._storage = storage
         self._clock = clock
         self._retention = retention or None  # 0 keeps everything, as None does
@@ -83,6 +88,7 @@ class RetentionPurger:
         self._every = every
         self._budget = budget
         self._duty = duty
+        self._serving = serving or (lambda: True)
         self._slice = MIN_SLICE
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,7 +141,8 @@ class RetentionPurger:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                self._drain()
+                if self._serving():
+                    self._drain()
             except StorageError as exc:
                 logger.warning("purging finished jobs failed, retrying later: %s", exc)
             except Exception:
@@ -150,7 +157,7 @@ class RetentionPurger:
             return  # another process purges
         began, total = time.monotonic(), 0
         try:
-            while held.valid() and not self._stopping.is_set():
+            while held.valid() and not self._stopping.is_set() and self._serving():
                 started = time.monotonic()
                 deleted, full = self.purge_slice()
                 total += deleted

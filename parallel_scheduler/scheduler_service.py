@@ -3,6 +3,18 @@ own lock, started and stopped together. A recurring pass that fires wakes the de
 so a firing reaches the broker without waiting out a poll interval. With ``metrics_port`` set,
 it also serves Prometheus metrics from ``start()`` to ``stop()`` (see ``metrics.py``). From
 ``start()`` to ``stop()`` it heartbeats its liveness record in storage (see ``instances.py``).
+
+With ``shards`` = S > 1 the store is S stores (storage_adapters/sharding.py), and the service
+runs one delayed and one recurring scheduler per shard, each on its shard's store under that
+shard's own locks, so several processes release at once. Each process serves the shards that
+``shard_assignment.py`` gives it among the live instances, refreshed at every heartbeat: the
+loop of a shard it does not serve takes no lock and makes no round trip, and its loop thread is
+only started once the shard is first served. A recurring firing lives in its recurring job's
+shard, so a recurring pass wakes the delayed scheduler of the same shard. The schedulers of a
+kind share one bounded pool, so ``max_degree_of_parallelism`` bounds the whole process's
+releases, not each shard's. ``delayed``/``recurring`` remain the schedulers over the whole store:
+the loops with one shard, and with S > 1 what a one-off pass (``run --once``) uses, taking
+every shard's lock (see sharded_storage.py).
 """
 
 from __future__ import annotations
@@ -11,19 +23,25 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
 from storage_adapters import Storage
+from storage_adapters.sharding import shards_of
 
 from .delayed_scheduler import DelayedJobScheduler
 from .dispatchers import Dispatcher
+from .errors import ConfigurationError
 from .instances import Heartbeat
-from .locked_scheduler import default_owner
+from .locked_scheduler import LockedScheduler, default_owner
 from .metrics import MetricsServer
+from .pool import BoundedPool
 from .recurring_scheduler import RecurringJobScheduler
 from .release import ReleaseListener
 from .settings import Settings
+from .shard_assignment import ShardAssignment, describe_shards
 
 __all__ = ["SchedulerService"]
 
@@ -47,6 +65,16 @@ class SchedulerService:
     ) -> None:
         owner = owner or default_owner()
         settings = settings or Settings()
+        stores = shards_of(storage)
+        if len(stores) != settings.shards:
+            # The storage knows how many shards it was opened with; settings left at the
+            # default follow it, settings naming another count are a mistake to point out.
+            if settings.shards != 1:
+                raise ConfigurationError(
+                    f"the storage given has {len(stores)} shard(s) but the settings say "
+                    f"shards={settings.shards}: open it with the same count (opening_storage.py)"
+                )
+            settings = replace(settings, shards=len(stores))
         self.storage = storage
         self._owns_storage = owns_storage
         #: The ``/metrics`` endpoint, or ``None`` when ``metrics_port`` is not set.
@@ -54,40 +82,138 @@ class SchedulerService:
         if settings.metrics_port is not None:
             self.metrics = MetricsServer(storage, settings.metrics_host, settings.metrics_port)
             listeners = (*listeners, self.metrics.on_released)
+        sharded = settings.shards > 1
+        self._pools: list[BoundedPool] = []
+        if sharded:
+            self._pools = [
+                BoundedPool(settings.max_degree_of_parallelism, name)
+                for name in ("delayed", "recurring")
+            ]
+        delayed_pool, recurring_pool = self._pools or (None, None)
         self.delayed = DelayedJobScheduler(
-            storage, dispatcher, settings, owner=owner, listeners=listeners
+            storage, dispatcher, settings, owner=owner, listeners=listeners, pool=delayed_pool
         )
         self.recurring = RecurringJobScheduler(
-            storage, settings, owner=owner, on_fired=self.delayed.wake
+            storage, settings, owner=owner, on_fired=self.delayed.wake, pool=recurring_pool
         )
         self.settings = self.delayed.settings
         self.owner = owner
+        #: Which shards this process serves (``None`` without shards: the one store, always).
+        self.assignment: ShardAssignment | None = None
+        #: The schedulers whose loops run, one per shard in shard order (without shards:
+        #: ``[delayed]`` and ``[recurring]``).
+        self.delayed_shards: list[DelayedJobScheduler] = [self.delayed]
+        self.recurring_shards: list[RecurringJobScheduler] = [self.recurring]
+        if sharded:
+            assignment = ShardAssignment(settings.shards, owner, self._assignment_changed)
+            self.assignment = assignment
+            self.delayed_shards = [
+                DelayedJobScheduler(
+                    store,
+                    dispatcher,
+                    settings,
+                    owner=owner,
+                    listeners=listeners,
+                    shard=shard,
+                    serving=_serving(assignment, shard),
+                    pool=delayed_pool,
+                )
+                for shard, store in enumerate(stores)
+            ]
+            self.recurring_shards = [
+                RecurringJobScheduler(
+                    store,
+                    settings,
+                    owner=owner,
+                    on_fired=self.delayed_shards[shard].wake,  # its firings live in its shard
+                    shard=shard,
+                    serving=_serving(assignment, shard),
+                    pool=recurring_pool,
+                )
+                for shard, store in enumerate(stores)
+            ]
         if self.metrics is not None:
-            self.delayed.metrics = self.recurring.metrics = self.metrics.recorder
-        self._threads: list[threading.Thread] = []
+            for scheduler in self._all_schedulers():
+                scheduler.metrics = self.metrics.recorder
+        self._threads: dict[LockedScheduler[Any], threading.Thread] = {}
+        self._threads_guard = threading.Lock()
+        self._started = False
         self._stopped = threading.Event()
         #: This process's liveness record; its id is the lock owner, so a lock holder names it.
+        #: With shards, each beat also refreshes the assignment from the live instances.
         self.heartbeat = Heartbeat(
-            storage, owner, self.settings, {"delayed": self.delayed, "recurring": self.recurring}
+            storage,
+            owner,
+            self.settings,
+            {"delayed": self.delayed_shards, "recurring": self.recurring_shards},
+            served=self.served_shards,
+            on_live=None if self.assignment is None else self.assignment.update,
         )
         if self.metrics is not None:
             heartbeat = self.heartbeat
             self.metrics.recorder.follow_heartbeat(lambda: heartbeat.last_beat)
 
+    def served_shards(self) -> frozenset[int]:
+        """The shards this process serves now (``{0}`` without shards)."""
+        return frozenset({0}) if self.assignment is None else self.assignment.served
+
+    def _all_schedulers(self) -> list[LockedScheduler[Any]]:
+        everyone: list[LockedScheduler[Any]] = [self.delayed, self.recurring]
+        if self.assignment is not None:
+            everyone += [*self.delayed_shards, *self.recurring_shards]
+        return everyone
+
+    def _looping(self) -> list[LockedScheduler[Any]]:
+        """The schedulers whose loops run: every shard's, both kinds."""
+        return [*self.delayed_shards, *self.recurring_shards]
+
+    def _start_loops(self, shards: Sequence[int] | frozenset[int]) -> None:
+        """Start the loop threads of ``shards`` that have none yet (not after ``stop()``)."""
+        with self._threads_guard:
+            if not self._started or self._stopped.is_set():
+                return
+            for shard in sorted(shards):
+                for scheduler in (self.delayed_shards[shard], self.recurring_shards[shard]):
+                    if scheduler in self._threads:
+                        continue
+                    thread = threading.Thread(
+                        target=scheduler.run_forever,
+                        kwargs={"install_signal_handlers": False},
+                        name=scheduler.lock_label,
+                        daemon=True,
+                    )
+                    thread.start()
+                    self._threads[scheduler] = thread
+
+    def _assignment_changed(self, before: frozenset[int], after: frozenset[int]) -> None:
+        """From the heartbeat thread: wake the loops of the shards that changed hands (a loop
+        given a shard starts at once, one losing it ends its pass after the current batch)."""
+        live = 0 if self.assignment is None else len(self.assignment.live)
+        logger.info(
+            "serving %d of %d shards among %d live scheduler(s): %s",
+            len(after),
+            self.settings.shards,
+            live,
+            describe_shards(after),
+        )
+        self._start_loops(after)
+        for shard in before ^ after:
+            self.delayed_shards[shard].wake()
+            self.recurring_shards[shard].wake()
+            if self.metrics is not None and shard not in after:
+                for scheduler in (self.delayed_shards[shard], self.recurring_shards[shard]):
+                    self.metrics.recorder.lock_held(scheduler.LOCK_NAME, False, str(shard))
+
     def start(self) -> None:
-        """Run both schedulers in background threads (and serve the metrics, when asked)."""
+        """Run the schedulers in background threads (and serve the metrics, when asked). With
+        shards, the heartbeat's first look at the live instances decides which shards' loops
+        start; others start as shards are handed to this process."""
         if self.metrics is not None:
             self.metrics.start()
         self.heartbeat.start()
-        for scheduler in (self.delayed, self.recurring):
-            thread = threading.Thread(
-                target=scheduler.run_forever,
-                kwargs={"install_signal_handlers": False},
-                name=scheduler.LOCK_NAME,
-                daemon=True,
-            )
-            thread.start()
-            self._threads.append(thread)
+        with self._threads_guard:
+            self._started = True
+        self._start_loops(self.served_shards())
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Run until ``stop()`` or SIGINT/SIGTERM, then stop both gracefully."""
@@ -105,7 +231,9 @@ class SchedulerService:
         self.start()
         try:
             while not stopped.wait(0.5):
-                if not all(t.is_alive() for t in self._threads):
+                with self._threads_guard:
+                    threads = list(self._threads.values())
+                if not all(t.is_alive() for t in threads):
                     break
         finally:
             self.stop()
@@ -113,23 +241,32 @@ class SchedulerService:
                 signal.signal(previous_number, handler)
 
     def stop(self) -> None:
-        """Stop both; in-flight work finishes and both locks are released before this returns."""
-        self._stopped.set()
-        for scheduler in (self.delayed, self.recurring):
+        """Stop every loop; in-flight work finishes and the locks are released before this
+        returns; then the liveness record is removed, so the others take over at once."""
+        with self._threads_guard:
+            self._stopped.set()
+            threads = list(self._threads.values())
+            self._threads.clear()
+        for scheduler in self._all_schedulers():
             scheduler.stop()
         deadline = time.monotonic() + max(STOP_GRACE, self.settings.lock_lease)
-        for thread in self._threads:
+        for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 logger.warning("%s is still finishing its pass; not waiting longer", thread.name)
-        self._threads.clear()
         self.heartbeat.stop()
         if self.metrics is not None:
             self.metrics.stop()
 
     def close(self) -> None:
         self.stop()
-        self.delayed.close()
-        self.recurring.close()
+        for scheduler in self._all_schedulers():
+            scheduler.close()
+        for pool in self._pools:
+            pool.shutdown()
         if self._owns_storage:
             self.storage.close()
+
+
+def _serving(assignment: ShardAssignment, shard: int) -> Callable[[], bool]:
+    return lambda: assignment.serves(shard)

@@ -10,6 +10,11 @@ and its liveness record's id in ``status``), which store it works on (password m
 was told to do, and how it hands jobs to the broker (``fast_publish`` asks for the fast path;
 ``publish`` says whether this broker has one), without a second line to correlate. In JSON the
 same facts are fields.
+
+With shards (``shards`` > 1) the line ends ``shards 8: serving this process's share among the
+live schedulers`` (field ``shards``): which shards those are changes as schedulers come and go,
+so it is logged as it changes ("serving 3 of 8 shards ...") and ``status`` shows every
+scheduler's.
 """
 
 from __future__ import annotations
@@ -49,18 +54,27 @@ def log_start(service: SchedulerService) -> None:
     instance, storage, settings = start_line_parts(service)
     shown = " ".join(f"{name}={value}" for name, value in settings.items())
     publish = publish_of(service)
+    shards = service.settings.shards
+    fields = {"shards": shards} if shards > 1 else {}
+    sharding = (
+        f", shards {shards}: serving this process's share among the live schedulers"
+        if shards > 1
+        else ""
+    )
     logger.info(
-        "parallel-scheduler %s starting: instance %s, storage %s, settings %s, publish %s",
+        "parallel-scheduler %s starting: instance %s, storage %s, settings %s, publish %s%s",
         __version__,
         instance,
         storage,
         shown,
         publish,
+        sharding,
         extra=event(
             version=__version__,
             instance=instance,
             storage=storage,
             settings=settings,
             publish=publish,
+            **fields,
         ),
     )

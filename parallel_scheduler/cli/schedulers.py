@@ -1,5 +1,6 @@
 """``status``'s scheduler instances: every process's liveness record, alive or dead, what it
-did last, the locks it holds and which scheduler kind it is the active one for.
+did last, the locks it holds, the shards it serves (``[0]`` without shards; ``None`` for a
+record from a version that did not say) and which scheduler kind it is the active one for.
 
 Like the rest of ``status`` it never fails on what storage holds: a record whose details are not
 JSON, or whose heartbeat or pid is not a number, is shown with a ``problem`` (and as dead when its
@@ -17,6 +18,7 @@ from typing import Any
 from storage_adapters import InstanceRecord
 
 from ..instances import DEAD_AFTER_INTERVALS
+from ..shard_assignment import describe_shards
 from .render import instant, print_table
 
 __all__ = ["print_schedulers", "scheduler_views"]
@@ -62,6 +64,13 @@ def _view(record: InstanceRecord, now: float, default_interval: float) -> dict[s
     if not isinstance(locks, list) or not all(isinstance(lock, str) for lock in locks):
         problems.append(f"locks {locks!r} are not a list of names")
         locks = []
+    shards = details.get("shards")
+    if shards is not None and (
+        not isinstance(shards, list)
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in shards)
+    ):
+        problems.append(f"shards {shards!r} are not a list of shard numbers")
+        shards = None
     passes = details.get("last_pass") or {}
     if not isinstance(passes, dict):
         problems.append("last_pass is not a JSON object")
@@ -76,6 +85,7 @@ def _view(record: InstanceRecord, now: float, default_interval: float) -> dict[s
         "heartbeat_age_seconds": age,
         "alive": age is not None and age <= DEAD_AFTER_INTERVALS * interval,
         "locks": locks,
+        "shards": shards,
         "active_for": [],
         "last_pass": {kind: passes.get(kind) for kind in KINDS},
         "settings": settings if isinstance(settings, dict) else None,
@@ -142,11 +152,12 @@ def print_schedulers(views: list[dict[str, Any]]) -> None:
             "alive" if view["alive"] else "dead",
             "-" if view["heartbeat_age_seconds"] is None else f"{view['heartbeat_age_seconds']}s",
             ", ".join(view["locks"]) or "-",
+            describe_shards(view["shards"] or ()),
             ", ".join(view["active_for"]) or "-",
             _pass_summary(view, now),
             view["problem"] or "-",
         )
         for view in views
     ]
-    headers = ("id", "host", "pid", "version", "state", "heartbeat age", "locks", "active")
-    print_table((*headers, "last pass", "problem"), rows)
+    headers = ("id", "host", "pid", "version", "state", "heartbeat age", "locks", "shards")
+    print_table((*headers, "active", "last pass", "problem"), rows)

@@ -106,8 +106,8 @@ def test_a_running_scheduler_serves_what_it_did(tmp_path: Path) -> None:
         assert value(blocked, "firings_total") == 1
         assert value(blocked, "misfires_total", policy="run_once") == 4
         assert value(blocked, "misfires_total", policy="skip") == 0
-        assert value(blocked, "lock_held", lock="recurring-scheduler") == 1
-        assert value(blocked, "lock_held", lock="delayed-scheduler") == 0
+        assert value(blocked, "lock_held", lock="recurring-scheduler", shard="0") == 1
+        assert value(blocked, "lock_held", lock="delayed-scheduler", shard="0") == 0
         assert value(blocked, "released_total", path="fast_publish") == 0
         assert value(blocked, "lag_seconds") >= OVERDUE  # the firing is over an hour late
         assert value(blocked, "jobs", state="scheduled") == DUE + 1 + FAR
@@ -132,7 +132,7 @@ def test_a_running_scheduler_serves_what_it_did(tmp_path: Path) -> None:
         assert value(after, "jobs", state="scheduled") == FAR
         assert value(after, "jobs", state="enqueued") == DUE + 1
         assert value(after, "lag_seconds") == 0
-        assert value(after, "lock_held", lock="delayed-scheduler") == 1
+        assert value(after, "lock_held", lock="delayed-scheduler", shard="0") == 1
         assert value(after, "pass_seconds_count", kind="delayed") > 0
         assert value(after, "pass_seconds_count", kind="recurring") > 0
         # Lateness: one observation per job sent, each at least as late as it was overdue
@@ -222,7 +222,12 @@ def test_the_endpoint_lives_as_long_as_the_service(tmp_path: Path) -> None:
         url = service.metrics.url
         assert url is not None and service.metrics.port in _listening_ports()
         samples = wait_until(
-            lambda: (s := scrape(url)) and value(s, "lock_held", lock="delayed-scheduler") and s, 10
+            lambda: (
+                (s := scrape(url))
+                and value(s, "lock_held", lock="delayed-scheduler", shard="0")
+                and s
+            ),
+            10,
         )
         assert value(samples, "storage_up") == 1
         # The heartbeat gauge shows when the liveness record was last written

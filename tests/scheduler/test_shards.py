@@ -1,0 +1,227 @@
+"""Shards (``shards`` = 8) with three ``SchedulerService``s on one prefix, as three processes
+would run them (each opens its own storage): every job is released exactly once, the live
+services split the shards between them (disjoint, covering, fair), and a service that stops
+hands its shards to the others, which give a share back when it returns. On every adapter."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import storage_adapters
+from parallel_scheduler import CallableDispatcher, Client, ConfigurationError, JobSpec, Settings
+from parallel_scheduler.cli import main
+from parallel_scheduler.opening_storage import open_storage
+from parallel_scheduler.scheduler_service import SchedulerService
+from storage_adapters import Storage
+from tests.conftest import storage_url, unique_prefix
+from tests.waiting import wait_until
+
+SHARDS = 8
+#: A heartbeat older than this is not counted when reading the assignment from the records.
+FRESH = 1.0
+
+
+class Sent:
+    """A dispatcher that counts every job id it is handed, from any service's threads."""
+
+    def __init__(self) -> None:
+        self.ids: Counter[str] = Counter()
+        self.guard = threading.Lock()
+
+    def __call__(
+        self,
+        task: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        options: dict[str, Any],
+        job_id: str,
+    ) -> None:
+        with self.guard:
+            self.ids[job_id] += 1
+
+    def has(self, ids: set[str]) -> bool:
+        with self.guard:
+            return ids <= self.ids.keys()
+
+    def released(self) -> Counter[str]:
+        with self.guard:
+            return Counter(self.ids)
+
+
+class Cluster:
+    """Scheduler services on one sharded store, and a client and a storage to watch them."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        self.settings = Settings(
+            storage_url=url,
+            prefix=prefix,
+            shards=SHARDS,
+            lock_lease=2,
+            heartbeat_interval=0.2,
+            poll_interval=0.05,
+            max_degree_of_parallelism=4,
+        )
+        self.client = Client(settings=self.settings)
+        self.client.setup()
+        self.storage: Storage = self.client.storage
+        self.sent = Sent()
+        self.services: dict[str, SchedulerService] = {}
+
+    def start(self, owner: str) -> SchedulerService:
+        storage = open_storage(self.settings)
+        service = SchedulerService(
+            storage, CallableDispatcher(self.sent), self.settings, owner=owner, owns_storage=True
+        )
+        service.start()
+        self.services[owner] = service
+        return service
+
+    def stop(self, owner: str) -> None:
+        self.services.pop(owner).close()
+
+    def close(self) -> None:
+        for owner in list(self.services):
+            self.stop(owner)
+        self.client.close()
+
+    def due_jobs(self, count: int, tag: str) -> set[str]:
+        specs = [JobSpec("tasks.add", args=[i, i], id=f"{tag}-{i}") for i in range(count)]
+        return {result.job_id for result in self.client.schedule_many(specs)}
+
+    def assignment(self) -> dict[str, list[int]]:
+        """The shards each live service says it serves, from the instance records."""
+        now = self.storage.now()
+        return {
+            record.id: json.loads(record.details)["shards"]
+            for record in self.storage.list_instances()
+            if now - record.heartbeat_at <= FRESH
+        }
+
+    def settled(self) -> dict[str, list[int]] | None:
+        """The assignment once exactly the running services serve the shards, disjoint,
+        covering and fair (2 or 3 shards of 8 each among 3); ``None`` until then."""
+        got = self.assignment()
+        if set(got) != set(self.services):
+            return None
+        every = sorted(shard for shards in got.values() for shard in shards)
+        if every != list(range(SHARDS)):
+            return None
+        low, high = SHARDS // len(got), -(-SHARDS // len(got))
+        assert all(low <= len(shards) <= high for shards in got.values()), got
+        return got
+
+
+@pytest.fixture
+def cluster(adapter_kind: str, tmp_path: Path) -> Iterator[Cluster]:
+    url = storage_url(adapter_kind, tmp_path)
+    prefix = unique_prefix()
+    made = Cluster(url, prefix)
+    try:
+        yield made
+    finally:
+        made.close()
+        cleaner = storage_adapters.from_url(url, prefix=prefix, shards=SHARDS)
+        cleaner.drop()
+        cleaner.close()
+
+
+def test_three_services_release_every_job_once_and_split_the_shards(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given 2,000 jobs due at once and three recurring jobs firing every second
+    due = cluster.due_jobs(2000, "due")
+    for name in ("tick-a", "tick-b", "tick-c"):
+        cluster.client.recurring.save(name, "tasks.tick", "* * * * * *", misfire_policy="skip")
+    # When three services run on the store
+    for owner in ("svc-a", "svc-b", "svc-c"):
+        cluster.start(owner)
+    # Then every due job is released, and every recurring job's firings are
+    wait_until(lambda: cluster.sent.has(due), timeout=8, interval=0.05)
+
+    def fired_each() -> bool:
+        ticks = {job_id.split("@")[0] for job_id in cluster.sent.released() if "@" in job_id}
+        return ticks == {"tick-a", "tick-b", "tick-c"}
+
+    wait_until(fired_each, timeout=5, interval=0.05)
+    # and the services split the shards between them, as their records and status say
+    settled = wait_until(cluster.settled, timeout=5, interval=0.05)
+    for owner, service in cluster.services.items():
+        assert sorted(service.served_shards()) == settled[owner]
+        assert service.delayed_shards[3].lock_label == "delayed-scheduler#3"
+    code = main(
+        [
+            "--storage-url",
+            str(cluster.settings.storage_url),
+            "--prefix",
+            cluster.settings.prefix,
+            "--shards",
+            str(SHARDS),
+            "status",
+            "--json",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    shown = {view["id"]: view["shards"] for view in json.loads(out)["schedulers"]}
+    assert sorted(s for shards in shown.values() for s in shards) == list(range(SHARDS))
+    # and once they stop, no job was released twice
+    cluster.close()
+    released = cluster.sent.released()
+    assert due <= released.keys()
+    assert released.most_common(1)[0][1] == 1, released.most_common(3)
+
+
+def test_a_stopped_service_s_shards_are_taken_over_and_a_share_given_back(
+    cluster: Cluster,
+) -> None:
+    # Given three services that have split the shards
+    for owner in ("svc-a", "svc-b", "svc-c"):
+        cluster.start(owner)
+    before = wait_until(cluster.settled, timeout=5, interval=0.05)
+    # When one stops gracefully
+    cluster.stop("svc-c")
+    # Then the other two cover its shards, 4 each, within a couple of heartbeats
+    after = wait_until(cluster.settled, timeout=3, interval=0.05)
+    assert sorted(len(shards) for shards in after.values()) == [4, 4]
+    for owner in ("svc-a", "svc-b"):  # they kept what they had: only svc-c's shards moved
+        assert set(before[owner]) <= set(after[owner])
+    # and jobs in every shard are released meanwhile
+    first = cluster.due_jobs(200, "while-two")
+    wait_until(lambda: cluster.sent.has(first), timeout=5, interval=0.05)
+    # When it starts again
+    cluster.start("svc-c")
+    # Then it gets a share back and the three split the shards again
+    again = wait_until(cluster.settled, timeout=3, interval=0.05)
+    assert len(again["svc-c"]) >= SHARDS // 3
+    second = cluster.due_jobs(200, "three-again")
+    wait_until(lambda: cluster.sent.has(second), timeout=5, interval=0.05)
+    cluster.close()
+    released = cluster.sent.released()
+    assert released.most_common(1)[0][1] == 1, released.most_common(3)
+
+
+def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(
+    cluster: Cluster,
+) -> None:
+    dispatcher = CallableDispatcher(cluster.sent)
+    # Given settings left at one shard, the service runs as many shards as its storage has
+    service = SchedulerService(cluster.storage, dispatcher, Settings())
+    try:
+        assert service.settings.shards == SHARDS
+        assert len(service.delayed_shards) == len(service.recurring_shards) == SHARDS
+        assert [s.lock_label for s in service.recurring_shards[:2]] == [
+            "recurring-scheduler#0",
+            "recurring-scheduler#1",
+        ]
+    finally:
+        service.close()
+    # and settings naming another count are refused with both counts named
+    with pytest.raises(ConfigurationError, match=r"has 8 shard.*shards=3"):
+        SchedulerService(cluster.storage, dispatcher, Settings(shards=3))

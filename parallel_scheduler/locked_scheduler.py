@@ -140,10 +140,12 @@ class LockedScheduler(ABC, Generic[StatsT]):
         """One pass of the loop; returns its stats. Idle when the peek finds nothing due by the
         storage clock: then it costs that one round trip, takes no lock and says ``idle``.
         Otherwise ``run_pass()``. An idle pass leaves the ``lock_held`` gauge as it was: that
-        reports the last attempt to take the lock, and an idle pass makes none."""
+        reports the last attempt to take the lock, and an idle pass makes none. A shard this process
+        does not serve reports its lock as not held (it is someone else's)."""
         started = time.monotonic()
         if not self._serving():  # another process's shard: no lock, no round trip
             self._idle_until = None
+            self.metrics.lock_held(self.LOCK_NAME, False, self._shard_label)  # not its lock now
             stats = self._new_stats(False)
             stats.idle = True
             return stats

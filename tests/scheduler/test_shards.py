@@ -9,6 +9,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,11 @@ class Cluster:
         self.sent = Sent()
         self.services: dict[str, SchedulerService] = {}
 
-    def start(self, owner: str) -> SchedulerService:
-        storage = open_storage(self.settings)
+    def start(self, owner: str, **overrides: Any) -> SchedulerService:
+        settings = replace(self.settings, **overrides)
+        storage = open_storage(settings)
         service = SchedulerService(
-            storage, CallableDispatcher(self.sent), self.settings, owner=owner, owns_storage=True
+            storage, CallableDispatcher(self.sent), settings, owner=owner, owns_storage=True
         )
         service.start()
         self.services[owner] = service
@@ -141,7 +143,7 @@ def test_three_services_release_every_job_once_and_split_the_shards(
         cluster.client.recurring.save(name, "tasks.tick", "* * * * * *", misfire_policy="skip")
     # When three services run on the store
     for owner in ("svc-a", "svc-b", "svc-c"):
-        cluster.start(owner)
+        cluster.start(owner, metrics_port=0 if owner == "svc-a" else None)
     # Then every due job is released, and every recurring job's firings are
     wait_until(lambda: cluster.sent.has(due), timeout=8, interval=0.05)
 
@@ -155,6 +157,18 @@ def test_three_services_release_every_job_once_and_split_the_shards(
     for owner, service in cluster.services.items():
         assert sorted(service.served_shards()) == settled[owner]
         assert service.delayed_shards[3].lock_label == "delayed-scheduler#3"
+    # and svc-a's lock gauges are per shard: a series for each shard whose lock it tried, and
+    # none held among the shards it gave away (it served them all until the others started)
+    metrics = cluster.services["svc-a"].metrics
+    assert metrics is not None
+
+    def gauge(shard: int) -> float | None:
+        labels = {"lock": "delayed-scheduler", "shard": str(shard)}
+        return metrics.registry.get_sample_value("parallel_scheduler_lock_held", labels)
+
+    assert any(gauge(shard) is not None for shard in settled["svc-a"])
+    given_away = set(range(SHARDS)) - set(settled["svc-a"])
+    wait_until(lambda: all(gauge(shard) in (None, 0.0) for shard in given_away), timeout=2)
     code = main(
         [
             "--storage-url",
@@ -205,6 +219,23 @@ def test_a_stopped_service_s_shards_are_taken_over_and_a_share_given_back(
     cluster.close()
     released = cluster.sent.released()
     assert released.most_common(1)[0][1] == 1, released.most_common(3)
+
+
+def test_without_shards_the_record_says_shard_0_and_locks_keep_their_names(
+    adapter_kind: str, tmp_path: Path
+) -> None:
+    storage = storage_adapters.from_url(storage_url(adapter_kind, tmp_path), prefix=unique_prefix())
+    storage.setup()
+    service = SchedulerService(storage, CallableDispatcher(Sent()), Settings())
+    try:
+        assert service.assignment is None and service.served_shards() == {0}
+        assert service.delayed_shards == [service.delayed]
+        assert service.delayed.lock_label == "delayed-scheduler"
+        assert json.loads(service.heartbeat.details())["shards"] == [0]
+    finally:
+        service.close()
+        storage.drop()
+        storage.close()
 
 
 def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(

@@ -6,6 +6,10 @@ hands its shards to the others, which give a share back when it returns. On ever
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +29,7 @@ from tests.conftest import storage_url, unique_prefix
 from tests.waiting import wait_until
 
 SHARDS = 8
+ROOT = Path(__file__).resolve().parents[2]
 #: A heartbeat older than this is not counted when reading the assignment from the records.
 FRESH = 1.0
 
@@ -106,11 +111,12 @@ class Cluster:
             if now - record.heartbeat_at <= FRESH
         }
 
-    def settled(self) -> dict[str, list[int]] | None:
-        """The assignment once exactly the running services serve the shards, disjoint,
-        covering and fair (2 or 3 shards of 8 each among 3); ``None`` until then."""
+    def settled(self, others: int = 0) -> dict[str, list[int]] | None:
+        """The assignment once exactly the running services (and ``others``: processes of
+        their own) serve the shards, disjoint, covering and fair (2 or 3 of 8 each among 3);
+        ``None`` until then."""
         got = self.assignment()
-        if set(got) != set(self.services):
+        if not set(self.services) <= set(got) or len(got) != len(self.services) + others:
             return None
         every = sorted(shard for shards in got.values() for shard in shards)
         if every != list(range(SHARDS)):
@@ -256,3 +262,47 @@ def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(
     # and settings naming another count are refused with both counts named
     with pytest.raises(ConfigurationError, match=r"has 8 shard.*shards=3"):
         SchedulerService(cluster.storage, dispatcher, Settings(shards=3))
+
+
+def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resumes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a real scheduler process and two services, which have split the shards
+    env = {
+        **os.environ,
+        "PARALLEL_SCHEDULER_STORAGE_URL": str(cluster.settings.storage_url),
+        "PARALLEL_SCHEDULER_PREFIX": cluster.settings.prefix,
+        "PARALLEL_SCHEDULER_SHARDS": str(SHARDS),
+        "PARALLEL_SCHEDULER_LOCK_LEASE": "2",
+        "PARALLEL_SCHEDULER_HEARTBEAT_INTERVAL": "0.2",
+        "PARALLEL_SCHEDULER_POLL_INTERVAL": "0.05",
+    }
+    command = [sys.executable, "-m", "parallel_scheduler", "run", "--broker-url", "memory://"]
+    with (tmp_path / "process.log").open("wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        for owner in ("svc-a", "svc-b"):
+            cluster.start(owner)
+        wait_until(lambda: cluster.settled(others=1), timeout=8, interval=0.05)
+        # When the process is stopped (SIGSTOP: no graceful hand-over, its record stays)
+        os.kill(process.pid, signal.SIGSTOP)
+        stopped_at = cluster.storage.now()
+        # Then the two services cover every shard once its heartbeat is older than the
+        # threshold (2 s: max(lease, 2 heartbeats)), at their next heartbeat
+        a, b = cluster.services["svc-a"], cluster.services["svc-b"]
+        wait_until(lambda: a.served_shards() | b.served_shards() == set(range(SHARDS)), 5)
+        assert cluster.storage.now() - stopped_at >= 2.0 - 0.3  # not before it counted as dead
+        assert not a.served_shards() & b.served_shards()
+        # and release jobs of every shard (its locks ran out: a lease, 2 s)
+        due = cluster.due_jobs(100, "while-stopped")
+        wait_until(lambda: cluster.sent.has(due), timeout=5, interval=0.05)
+        # When it resumes, it is live again at its next heartbeat and gets its share back
+        os.kill(process.pid, signal.SIGCONT)
+        back = wait_until(lambda: cluster.settled(others=1), timeout=5, interval=0.05)
+        (theirs,) = (shards for owner, shards in back.items() if owner not in cluster.services)
+        assert len(theirs) >= SHARDS // 3
+        assert cluster.sent.released().most_common(1)[0][1] == 1
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+        process.terminate()
+        process.wait(timeout=30)

@@ -6,6 +6,7 @@ hands its shards to the others, which give a share back when it returns. On ever
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from parallel_scheduler import CallableDispatcher, Client, ConfigurationError, J
 from parallel_scheduler.cli import main
 from parallel_scheduler.opening_storage import open_storage
 from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.startup import log_start
 from storage_adapters import Storage
 from tests.conftest import storage_url, unique_prefix
 from tests.waiting import wait_until
@@ -306,3 +308,19 @@ def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resume
         os.kill(process.pid, signal.SIGCONT)
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_the_start_up_line_says_the_shards(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = SchedulerService(cluster.storage, CallableDispatcher(cluster.sent), cluster.settings)
+    try:
+        with caplog.at_level(logging.INFO, logger="parallel_scheduler.startup"):
+            log_start(service)
+    finally:
+        service.close()
+    (line,) = [r for r in caplog.records if r.name == "parallel_scheduler.startup"]
+    assert line.getMessage().endswith(
+        f", shards {SHARDS}: serving this process's share among the live schedulers"
+    )
+    assert line.event["shards"] == SHARDS  # type: ignore[attr-defined]

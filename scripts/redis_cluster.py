@@ -194,6 +194,24 @@ class RedisCluster:
             f"no replica took over {key!r}'s slot from port {old_port} in {timeout} s"
         )
 
+    def restart(self, port: int, timeout: float = READY_SECONDS) -> int:
+        """Start the killed node on ``port`` again; it rejoins as a replica of the master that
+        replaced it. Waits until every node is ok and every master has its replica online
+        again; returns the new pid (recorded, so ``stop`` ends it)."""
+        index = self.ports.index(port)
+        if self.pids[index] not in self.killed:
+            raise RuntimeError(f"node {port} was not killed by this cluster")
+        self.killed.discard(self.pids[index])
+        self.pids[index] = _launch(_binary("redis-server"), port, self.folder / str(port))
+        self.record()
+        deadline = time.monotonic() + timeout
+        _wait_answering(port, self.pids[index], self.folder / str(port) / "redis.log", deadline)
+        while not self._all_ok():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {port} did not rejoin as a replica in {timeout} s")
+            time.sleep(0.1)
+        return self.pids[index]
+
     def _all_ok(self, skip_killed: bool = False, replicas: bool = True) -> bool:
         for port, pid in zip(self.ports, self.pids, strict=True):
             if skip_killed and pid in self.killed:
@@ -260,6 +278,22 @@ def _wait_answering(port: int, pid: int, log: Path, deadline: float) -> None:
         time.sleep(0.05)
 
 
+def _launch(server: str, port: int, node: Path) -> int:
+    """Start one node's ``redis-server`` in its folder (its ``nodes.conf`` says who it is, so a
+    node started again rejoins the cluster as it was); returns its pid."""
+    with (node / "redis.log").open("a") as log:
+        process = subprocess.Popen(
+            [server, "--port", str(port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", str(node / "nodes.conf"),
+             "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0",
+             "--dir", str(node), "--save", "",
+             "--appendonly", "no", "--daemonize", "no"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    return process.pid
+
+
 def start(folder: Path | None = None, timeout: float = READY_SECONDS) -> RedisCluster:
     """Start a six-node cluster and wait until it serves every slot; the caller stops it."""
     server, cli = _binary("redis-server"), _binary("redis-cli")
@@ -273,17 +307,7 @@ def start(folder: Path | None = None, timeout: float = READY_SECONDS) -> RedisCl
         for port in cluster.ports:
             node = folder / str(port)
             node.mkdir()
-            with (node / "redis.log").open("w") as log:
-                process = subprocess.Popen(
-                    [server, "--port", str(port), "--bind", "127.0.0.1",
-                     "--cluster-enabled", "yes", "--cluster-config-file", str(node / "nodes.conf"),
-                     "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0",
-                     "--dir", str(node), "--save", "",
-                     "--appendonly", "no", "--daemonize", "no"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )  # fmt: skip
-            cluster.pids.append(process.pid)
+            cluster.pids.append(_launch(server, port, node))
         cluster.record()
         for port, pid in zip(cluster.ports, cluster.pids, strict=True):
             _wait_answering(port, pid, folder / str(port) / "redis.log", deadline)

@@ -155,6 +155,21 @@ def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Call
         end(thing)
 
 
+@pytest.fixture
+def own_redis_cluster() -> Iterator[Any]:
+    """A throwaway Redis Cluster of this test's own (``scripts/redis_cluster.py``), for a test
+    that kills one of its masters; stopped by its recorded pids afterwards."""
+    script = cluster_script()
+    try:
+        cluster = script.start()
+    except script.MissingBinaryError as exc:
+        if IN_CI:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    yield cluster
+    cluster.stop()
+
+
 #: Adapter kinds ending in this run on a store split into ``SHARDED_COUNT`` shards.
 SHARDED = "-sharded"
 SHARDED_COUNT = 4

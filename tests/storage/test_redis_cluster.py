@@ -30,7 +30,6 @@ from storage_adapters import (
 from storage_adapters.redis import RedisStorage
 from tests.celery_apps import worker_app
 from tests.conftest import (
-    IN_CI,
     REDIS_URL,
     cluster_script,
     redis_cluster_url,
@@ -271,20 +270,6 @@ def test_too_few_replicas_fail_a_write_as_unavailable(make: Callable[..., RedisS
 # -- failover ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def own_cluster() -> Iterator[Any]:
-    """A cluster of this test's own, since the test kills one of its masters."""
-    script = cluster_script()
-    try:
-        cluster = script.start()
-    except script.MissingBinaryError as exc:
-        if IN_CI:
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    yield cluster
-    cluster.stop()
-
-
 def eventually(call: Callable[[], T], seen: list[Exception]) -> T:
     """``call()`` once it succeeds, retrying on ``StorageUnavailableError`` (recorded in ``seen``)
     until the failover deadline, as the scheduler's own retry would."""
@@ -300,16 +285,16 @@ def eventually(call: Callable[[], T], seen: list[Exception]) -> T:
 
 
 @pytest.mark.slow
-def test_the_storage_keeps_working_after_its_master_dies(own_cluster: Any) -> None:
-    store = RedisStorage(own_cluster.url, prefix="ps_failover")
+def test_the_storage_keeps_working_after_its_master_dies(own_redis_cluster: Any) -> None:
+    store = RedisStorage(own_redis_cluster.url, prefix="ps_failover")
     store.setup()
     try:
         store.add_jobs([job("before", store.now() - 1)])
-        old_port, _ = own_cluster.kill_master_of("{ps_failover}")
+        old_port, _ = own_redis_cluster.kill_master_of("{ps_failover}")
         seen: list[Exception] = []
         eventually(lambda: store.add_jobs([job("after", time.time())]), seen)
         assert seen, "the dead master went unnoticed"
-        new_port = own_cluster.wait_for_master_change("{ps_failover}", old_port)
+        new_port = own_redis_cluster.wait_for_master_change("{ps_failover}", old_port)
         assert new_port != old_port
         lock = eventually(lambda: store.acquire_lock(LOCK, "owner", 30), seen)
         assert lock is not None
@@ -321,11 +306,13 @@ def test_the_storage_keeps_working_after_its_master_dies(own_cluster: Any) -> No
 
 
 @pytest.mark.slow
-def test_with_wait_replicas_acknowledged_jobs_survive_the_masters_death(own_cluster: Any) -> None:
+def test_with_wait_replicas_acknowledged_jobs_survive_the_masters_death(
+    own_redis_cluster: Any,
+) -> None:
     """Replication is asynchronous: only ``wait_replicas`` makes an acknowledged accept be on the
     replica that is promoted when the master dies."""
     store = RedisStorage(
-        own_cluster.url + "?wait_replicas=1&wait_timeout_ms=5000", prefix="ps_wait"
+        own_redis_cluster.url + "?wait_replicas=1&wait_timeout_ms=5000", prefix="ps_wait"
     )
     store.setup()
     try:
@@ -333,8 +320,8 @@ def test_with_wait_replicas_acknowledged_jobs_survive_the_masters_death(own_clus
         for start in range(0, 1000, 100):
             accepted = store.add_jobs([job(f"j{i}", due + i) for i in range(start, start + 100)])
             assert accepted == [True] * 100
-        old_port, _ = own_cluster.kill_master_of("{ps_wait}")
-        own_cluster.wait_for_master_change("{ps_wait}", old_port)
+        old_port, _ = own_redis_cluster.kill_master_of("{ps_wait}")
+        own_redis_cluster.wait_for_master_change("{ps_wait}", old_port)
         seen: list[Exception] = []
         counts = eventually(store.count_by_state, seen)
         assert counts[JobState.SCHEDULED] == 1000

@@ -84,7 +84,10 @@ class Settings:
     passes (``parallel-scheduler purge`` does it by hand). ``0`` or ``None`` keeps every job.
 
     ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
-    ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old.
+    ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old. With
+    shards, another process's shards go to the live ones once its heartbeat is
+    ``max(lock_lease / 2, 2 * heartbeat_interval)`` old, so the 2 s default keeps a dead
+    process's shards unserved for about one lease, not longer.
 
     ``shards``: how many shards the store is split into (1, the default: one store, one active
     scheduler at a time, exactly as without shards). With S > 1 each job lives in the shard its
@@ -116,7 +119,7 @@ class Settings:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     retention: float | None = 7 * 86400.0
-    heartbeat_interval: float = 5.0
+    heartbeat_interval: float = 2.0
     shards: int = 1
     log_format: LogFormat = "plain"
 

@@ -19,16 +19,18 @@ up to S, so every shard is taken and every instance ends with ``floor(S/N)`` or 
   a brute-force minimum).
 
 Liveness (``live_ids``): an instance is live while its heartbeat, on the storage clock, is at
-most ``liveness_threshold(settings)`` old, ``max(lock_lease, 2 * heartbeat_interval)``: two
+most ``liveness_threshold(settings)`` old, ``max(lock_lease / 2, 2 * heartbeat_interval)``: two
 intervals, so one late or lost heartbeat does not hand its shards away and back (no flapping),
-and at least a lease, since its locks could not be taken sooner anyway. This process always
-counts itself live. So the shards of a process that died or was stopped (SIGSTOP) are taken
-over within ``threshold + heartbeat_interval`` (the others notice at their next heartbeat) plus
-a poll interval: 15 s with the defaults (10 s lease, 5 s heartbeat). A graceful stop removes
-the record, and the others take its shards at their next heartbeat. A stopped process that
-resumes keeps acting on its old assignment only until its next heartbeat (its locks have run
-out meanwhile and are fenced), then computes the same assignment as everyone: it is live again
-and gets its share back, which the others give up at their own next heartbeat.
+and half a lease, so that its shards are reassigned before its own locks run out. This process
+always counts itself live. So the shards of a process that died or was stopped (SIGSTOP) are
+assigned to the others within ``threshold + heartbeat_interval`` (they notice at their next
+heartbeat): 7 s with the defaults (10 s lease, 2 s heartbeat), and served from then on, or from
+when the dead process's lock lease runs out if it died in a pass: a shard is unserved for at
+most about one lock lease plus a poll interval, as a single scheduler's take-over. A graceful stop
+removes the record, and the others take its shards at their next heartbeat. A stopped process
+that resumes keeps acting on its old assignment only until its next heartbeat (its locks have
+run out meanwhile and are fenced), then computes the same assignment as everyone: it is live
+again and gets its share back, which the others give up at their own next heartbeat.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def describe_shards(shards: Iterable[int]) -> str:
 def liveness_threshold(settings: Settings) -> float:
     """How old a heartbeat may be (storage clock) for its instance to count as live; see the
     module docstring for why, and the take-over bound it gives."""
-    return max(settings.lock_lease, 2 * settings.heartbeat_interval)
+    return max(settings.lock_lease / 2, 2 * settings.heartbeat_interval)
 
 
 def live_ids(

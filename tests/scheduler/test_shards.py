@@ -290,10 +290,10 @@ def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resume
         os.kill(process.pid, signal.SIGSTOP)
         stopped_at = cluster.storage.now()
         # Then the two services cover every shard once its heartbeat is older than the
-        # threshold (2 s: max(lease, 2 heartbeats)), at their next heartbeat
+        # threshold (1 s: max(lease / 2, 2 heartbeats)), at their next heartbeat
         a, b = cluster.services["svc-a"], cluster.services["svc-b"]
         wait_until(lambda: a.served_shards() | b.served_shards() == set(range(SHARDS)), 5)
-        assert cluster.storage.now() - stopped_at >= 2.0 - 0.3  # not before it counted as dead
+        assert cluster.storage.now() - stopped_at >= 1.0 - 0.3  # not before it counted as dead
         assert not a.served_shards() & b.served_shards()
         # and release jobs of every shard (its locks ran out: a lease, 2 s)
         due = cluster.due_jobs(100, "while-stopped")

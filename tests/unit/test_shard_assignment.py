@@ -173,9 +173,10 @@ def test_liveness_counts_fresh_heartbeats_and_always_itself() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lease", "interval", "expected"), [(10.0, 5.0, 10.0), (2.0, 0.2, 2.0), (2.0, 3.0, 6.0)]
+    ("lease", "interval", "expected"),
+    [(10.0, 2.0, 5.0), (10.0, 5.0, 10.0), (2.0, 0.2, 1.0), (2.0, 3.0, 6.0)],
 )
-def test_the_threshold_spans_a_lease_and_two_heartbeats(
+def test_the_threshold_spans_half_a_lease_and_two_heartbeats(
     lease: float, interval: float, expected: float
 ) -> None:
     settings_ = Settings(lock_lease=lease, heartbeat_interval=interval)

@@ -249,6 +249,7 @@ class ShardedStorage:
         return first
 
     def _give_back(self, leases: Iterable[LockLease]) -> None:
+        """Release ``leases``, taken on the shards in order (shard 0 first)."""
         for shard, held in zip(self.shards, leases, strict=False):
             shard.release_lock(held)
 
@@ -261,9 +262,14 @@ class ShardedStorage:
         renewed = [
             shard.renew_lock(held, lease) for shard, held in zip(self.shards, leases, strict=True)
         ]
-        if any(held is None for held in renewed):
-            return None
         fresh = [held for held in renewed if held is not None]
+        if len(fresh) < len(renewed):  # lost on one shard: lost, and the others given back
+            with self._leases_guard:
+                self._leases.pop(key, None)
+            for shard, held in zip(self.shards, renewed, strict=True):
+                if held is not None:
+                    shard.release_lock(held)
+            return None
         with self._leases_guard:
             self._leases[key] = fresh
         return fresh[0]

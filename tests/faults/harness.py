@@ -129,11 +129,15 @@ def lock_holder_process(
 
 
 def read_dispatches(paths: Iterable[Path]) -> list[Dispatch]:
+    """Every whole line of the record files. A line is written by one ``write``, but a reader
+    running meanwhile can see the first part of it: a last line without its newline is still
+    being written (or was cut by a kill) and is left for the next read."""
     dispatches = []
     for path in paths:
         if not path.exists():
             continue
-        for line in path.read_text().splitlines():
+        text = path.read_text()
+        for line in text[: text.rfind("\n") + 1].splitlines():
             job_id, at, by = line.split(" ")
             dispatches.append(Dispatch(job_id, float(at), by))
     return dispatches

@@ -216,3 +216,58 @@ class Tally:
         if target:
             with open(target, "a") as out:
                 out.write(json.dumps({**asdict(self), "at": time.time()}) + "\n")
+
+
+class ServiceProcess(ChildProcess):
+    """``python -m tests.faults.service_process …``: a ``SchedulerService`` over a sharded
+    store, with its own record and ready files; its instance id and lock owner is
+    ``<name>:<pid>``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        storage_url: str,
+        prefix: str,
+        shards: int,
+        **settings: Any,
+    ) -> None:
+        self.record = workdir / f"{name}.records"
+        self.ready_file = workdir / f"{name}.ready"
+        self.settings = settings
+        command = [
+            sys.executable, "-m", "tests.faults.service_process", "--storage-url", storage_url,
+            "--prefix", prefix, "--shards", str(shards), "--name", name,
+            "--record", str(self.record), "--ready", str(self.ready_file),
+        ]  # fmt: skip
+        for key, value in settings.items():
+            command += [f"--{key.replace('_', '-')}", str(value)]
+        super().__init__(workdir, name, command)
+
+    @property
+    def owner(self) -> str:
+        return f"{self.name}:{self.pid}"
+
+    def go(self) -> None:
+        """Start the service of a process spawned with ``start_file=…`` (see service_process)."""
+        start_file = self.settings.get("start_file")
+        assert start_file, f"{self.name} was not spawned with a start_file"
+        Path(start_file).touch()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        wait_until(
+            lambda: self.ready_file.exists() or self.process.poll() is not None, timeout=timeout
+        )
+        assert self.process.poll() is None, f"{self.name} exited early:\n{self.log()}"
+
+
+def longest_gaps(
+    first_dispatch: dict[str, float], due: dict[str, float], shard_of_id: dict[str, int]
+) -> dict[int, float]:
+    """Per shard, the longest wait of a job from its due time to its first dispatch: how long
+    the shard went unserved at worst. Every id of ``due`` must be in ``first_dispatch``."""
+    gaps: dict[int, float] = {}
+    for job_id, due_at in due.items():
+        shard = shard_of_id[job_id]
+        gaps[shard] = max(gaps.get(shard, 0.0), first_dispatch[job_id] - due_at)
+    return gaps

@@ -18,6 +18,7 @@ from typing import Any
 from .measure import distribution
 
 __all__ = [
+    "append_record",
     "conclude",
     "environment",
     "load_average",
@@ -112,3 +113,13 @@ def ms_summary(values: Sequence[float], *, with_min: bool = False) -> dict[str, 
         return {k: (v if k == "count" else round(v, 1)) for k, v in summary.items()}
     summary.pop("count")
     return {k: round(v, 1) for k, v in summary.items()}
+
+
+def append_record(path: Path | None, document: Any) -> None:
+    """Append ``document`` as one JSON line to ``path`` (created if missing): for benchmarks
+    whose runs accumulate in one file; an earlier record is never touched."""
+    if path is None:
+        return
+    with path.open("a") as out:
+        out.write(json.dumps(document, separators=(",", ":")) + "\n")
+    print(f"\nappended to {path}")

@@ -58,6 +58,14 @@ def _serialise_schema_changes(conn: Connection, prefix: str) -> None:
 # one transaction of such a read, and only the statements this package issues in it.
 DUE_SCAN_SETTINGS = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off"
 
+# A transaction of this package is idle only for the client's turn between two statements (a
+# claim and its COMMIT): a client stalled there (SIGSTOP, a long pause) would keep its rows locked,
+# and SKIP LOCKED keeps every other scheduler off them, until it resumed, however long that is.
+# The server ends such a session after 2 s instead (rolled back: the claim never happened, and the
+# stalled client, finding its connection gone, sends nothing), so a stall costs a shard at most
+# about a lock lease, as a crash does.
+IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=2000"
+
 # statement_timestamp() is fixed for the whole statement, like now(), but advances between the
 # statements of a transaction; being STABLE (clock_timestamp() is VOLATILE), it can bound an index
 # scan, so "due_at <= now" is served by the due index.
@@ -141,10 +149,16 @@ def _password_of(url: str) -> str | None:
 
 def _connect_args(url: str, connect_timeout: float) -> dict[str, object]:
     """A bounded connect timeout, so an unreachable server fails fast, unless the URL sets one
-    (whole seconds, at least libpq's own minimum of 2)."""
+    (whole seconds, at least libpq's own minimum of 2); and ``IDLE_IN_TRANSACTION``, unless the
+    URL passes server ``options`` of its own."""
     try:
         query = urlsplit(url).query
     except ValueError:
         return {}
     seconds = max(MIN_CONNECT_TIMEOUT_SECONDS, math.ceil(connect_timeout))
-    return {} if "connect_timeout" in query else {"connect_timeout": seconds}
+    args: dict[str, object] = {}
+    if "connect_timeout" not in query:
+        args["connect_timeout"] = seconds
+    if "options" not in query:
+        args["options"] = IDLE_IN_TRANSACTION
+    return args

@@ -40,6 +40,7 @@ from storage_adapters.sqlite import SQLiteStorage
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together
+from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]
@@ -548,3 +549,30 @@ def test_a_new_sqlite_file_locked_by_another_connection_is_waited_for(tmp_path: 
         holder.close()
     mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
+
+
+# -- a stalled client in a transaction -------------------------------------------------------
+
+
+@postgresql_only
+def test_a_transaction_left_idle_is_ended_and_its_rows_unlocked(pg: SQLStorage) -> None:
+    """A scheduler stopped between its claim and the COMMIT (SIGSTOP) must not keep the claimed
+    rows locked until it resumes: the server ends its session after the idle-in-transaction
+    timeout, the claim is rolled back, and another scheduler claims the jobs."""
+    (job_id,) = add_due(pg, 1)
+    lock = take_lock(pg)
+    stalled = pg._engine.connect()
+    try:
+        # Given a session that has claimed the job (row locked, not committed) and then stalls
+        stalled.exec_driver_sql("BEGIN")
+        jobs = pg._tables.jobs
+        stalled.execute(jobs.update().where(jobs.c.id == job_id).values(state="claimed"))
+        # Then, while it is idle in its transaction, the job cannot be claimed (SKIP LOCKED)
+        assert pg.claim_due(10, lock, 30) == []
+        # And once the timeout has passed, its session is ended and the job is claimed
+        claimed = wait_until(lambda: pg.claim_due(10, lock, 30), timeout=10, interval=0.2)
+        assert [c.id for c in claimed] == [job_id]
+        with pytest.raises(sa.exc.DBAPIError):
+            stalled.exec_driver_sql("COMMIT")
+    finally:
+        stalled.close()

@@ -24,7 +24,14 @@ from parallel_scheduler.dashboard import create_app
 from storage_adapters import MissingExtraError, from_url
 
 # Modules whose one job is speaking to Redis: they need the [redis] extra, by design.
-REDIS_ONLY = ("__main__", ".redis", ".redis_recurring", ".redis_lists", ".idempotent")
+REDIS_ONLY = (
+    "__main__",
+    ".redis",
+    ".redis_link",
+    ".redis_recurring",
+    ".redis_lists",
+    ".idempotent",
+)
 # The web dashboard's pages are Flask code: they need the [dashboard] extra, by design (the
 # package itself imports, and create_app names the extra; checked below).
 DASHBOARD_PAGES = "parallel_scheduler.dashboard."

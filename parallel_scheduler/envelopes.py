@@ -22,6 +22,7 @@ storage/dispatcher pair to decide; ``parallel_scheduler.celery.wiring`` applies 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ __all__ = [
     "ListBroker",
     "ReleaseFacts",
     "ScriptRelease",
+    "compact_json",
     "decode_envelope",
     "encode_envelope",
     "envelope_maker_for",
@@ -72,6 +74,11 @@ class ReleaseFacts:
     options: dict[str, Any]
     #: When the job's message stops being worth delivering (epoch seconds), or ``None``.
     expires_at: float | None
+    #: ``args``, ``kwargs`` and ``options`` as compact JSON text, for a publisher to splice into
+    #: a message body instead of encoding them again (see ``_canonical_facts``).
+    args_json: str
+    kwargs_json: str
+    options_json: str
 
 
 #: Recent payloads' facts are kept so that one release reads a payload once: the releaser reads
@@ -81,6 +88,13 @@ class ReleaseFacts:
 _RECENT_PAYLOADS = 1024
 _RECENT_PAYLOAD_CHARS = 2048
 
+#: Compact JSON as a string, non-ASCII kept as is (message bodies are UTF-8): the layout
+#: ``jobs.JobSpec.encode`` writes payloads in, and the one encoder of the fast publish paths.
+#: NaN is allowed here only because a payload written by hand may hold it.
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SCAN = json.JSONDecoder().raw_decode
+_ARGS, _KWARGS, _OPTIONS = '{"args":', ',"kwargs":', ',"options":'
+
 
 def release_facts(payload: str) -> ReleaseFacts:
     """The release facts of a stored payload (see ``jobs.JobSpec.encode`` for its format)."""
@@ -89,11 +103,59 @@ def release_facts(payload: str) -> ReleaseFacts:
     return _decode_facts(payload)
 
 
-def _decode_facts(payload: str) -> ReleaseFacts:
-    args, kwargs, options = decode_payload(payload)
+def _canonical_facts(payload: str) -> ReleaseFacts | None:
+    """The facts of a payload in the layout ``JobSpec.encode`` writes (``{"args":…,"kwargs":…,
+    "options":…}``, compact), read in one scan that also yields each part's JSON text: a
+    publisher splices those spans into the message body, so the release path decodes a payload
+    once and encodes nothing of it again (the spans are valid JSON of exactly the decoded
+    values). ``None`` for any other layout: the caller decodes it the general way."""
+    if not payload.startswith(_ARGS):
+        return None
+    try:
+        args, args_end = _SCAN(payload, len(_ARGS))
+        if not payload.startswith(_KWARGS, args_end):
+            return None
+        kwargs_at = args_end + len(_KWARGS)
+        kwargs, kwargs_end = _SCAN(payload, kwargs_at)
+        if not payload.startswith(_OPTIONS, kwargs_end):
+            return None
+        options_at = kwargs_end + len(_OPTIONS)
+        options, options_end = _SCAN(payload, options_at)
+    except ValueError:
+        return None
+    shaped = isinstance(args, list) and isinstance(kwargs, dict) and isinstance(options, dict)
+    if not shaped or payload[options_end:] != "}":
+        return None
+    return ReleaseFacts(
+        args,
+        kwargs,
+        options,
+        _expiry(options),
+        payload[len(_ARGS) : args_end],
+        payload[kwargs_at:kwargs_end],
+        payload[options_at:options_end],
+    )
+
+
+def _expiry(options: dict[str, Any]) -> float | None:
     expires = options.get("expires")
-    expires_at = float(expires) if isinstance(expires, (int, float)) else None
-    return ReleaseFacts(args, kwargs, options, expires_at)
+    return float(expires) if isinstance(expires, (int, float)) else None
+
+
+def _decode_facts(payload: str) -> ReleaseFacts:
+    canonical = _canonical_facts(payload)
+    if canonical is not None:
+        return canonical
+    args, kwargs, options = decode_payload(payload)
+    return ReleaseFacts(
+        args,
+        kwargs,
+        options,
+        _expiry(options),
+        compact_json(args),
+        compact_json(kwargs),
+        compact_json(options),
+    )
 
 
 _recent_facts = functools.lru_cache(maxsize=_RECENT_PAYLOADS)(_decode_facts)

@@ -34,13 +34,13 @@ from typing import Any
 from storage_adapters import ClaimedJob
 
 from ...dispatchers import BatchDispatchError, KeepGoing, always
-from ...envelopes import release_facts
+from ...envelopes import ReleaseFacts, release_facts
 from ...errors import ConfigurationError, DispatchError, LeaseLost
 from .amqp_frames import Message, Template, TooLarge, properties
 from .amqp_pool import Guarantee, Link, LinkPool
 from .amqp_routes import make_template
 from .broker_urls import AMQP_SCHEMES, broker_scheme, masked_broker_url
-from .message_template import carries_own_identity, dumps, options_key, origin
+from .message_template import carries_own_identity, options_key, origin
 from .send_task import CeleryDispatcher
 
 __all__ = ["AmqpPublisher"]
@@ -154,7 +154,7 @@ class AmqpPublisher:
         facts = release_facts(job.payload)
         if carries_own_identity(facts.options):  # a stored retry: send_task keeps its task id
             return None
-        template = self._template(job.task, facts.options)
+        template = self._template(job.task, facts)
         if template is None:
             return None
         spliced = properties(
@@ -162,11 +162,12 @@ class AmqpPublisher:
         )
         if spliced is None:
             return None
-        body = f"[{dumps(facts.args)},{dumps(facts.kwargs)},{template.embed}]".encode()
+        body = f"[{facts.args_json},{facts.kwargs_json},{template.embed}]".encode()
         return Message(template, job.id, spliced, body)
 
-    def _template(self, task: str, stored: dict[str, Any]) -> Template | None:
-        cache_key = (task, options_key(stored))
+    def _template(self, task: str, facts: ReleaseFacts) -> Template | None:
+        stored = facts.options
+        cache_key = (task, options_key(facts))
         if cache_key in self._templates:
             return self._templates[cache_key]
         try:

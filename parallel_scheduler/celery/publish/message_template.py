@@ -8,7 +8,6 @@ expiry when the job carries one. So a worker sees what this Celery version would
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from datetime import datetime, timezone
@@ -16,6 +15,7 @@ from typing import Any
 
 from celery.utils.functional import maybe_list
 
+from ...envelopes import ReleaseFacts, compact_json
 from .send_task import celery_options
 
 __all__ = [
@@ -35,8 +35,7 @@ __all__ = [
 
 REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
 
-#: Compact JSON, as a string; non-ASCII kept as is (the message body is UTF-8).
-dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+dumps = compact_json
 
 
 def short_repr(value: Any) -> str:
@@ -76,12 +75,13 @@ def delivery_mode(app: Any, route: dict[str, Any], queue: Any) -> int:
     return int(_DELIVERY_MODES.get(mode, mode) or 2)
 
 
-def options_key(stored: dict[str, Any]) -> str:
-    """A cache key for the stored options, without their per-job ``expires``: their compact JSON
-    (equal options decoded from equal stored text encode equally)."""
-    if "expires" in stored:
-        return dumps({k: v for k, v in stored.items() if k != "expires"})
-    return dumps(stored)
+def options_key(facts: ReleaseFacts) -> str:
+    """A cache key for a job's stored options, without their per-job ``expires``: their compact
+    JSON, which the payload already holds as text unless an expiry has to be left out (equal
+    options decoded from equal stored text encode equally)."""
+    if "expires" in facts.options:
+        return dumps({k: v for k, v in facts.options.items() if k != "expires"})
+    return facts.options_json
 
 
 def carries_own_identity(stored: dict[str, Any]) -> bool:

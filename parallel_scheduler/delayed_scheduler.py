@@ -9,11 +9,17 @@ Any number of scheduler processes may run; the lock makes one of them active at 
 another takes over within a lease (plus a poll interval) when it dies. With shards, one such
 scheduler runs per shard, on the shard's own store and lock (see scheduler_service.py).
 
-What a crash or a stall can duplicate is what was sent and not yet marked Enqueued: in
-``per_job`` mode one job per pool thread; in ``batch`` mode one ``CHUNK`` per pool thread, since
-each thread marks its chunk right after sending it, before it takes the next. So the bound is
-``max_degree_of_parallelism`` jobs, or ``min(batch_size, max_degree_of_parallelism * CHUNK)``.
-Jobs the one-script path moves (``release_to_lists``) are pushed and marked atomically: none.
+On PostgreSQL, ``batch`` mode takes the storage's transactional release
+(``TransactionalReleaseStorage``): the batch's ids are read in one query, and each pool thread
+claims its ``CHUNK`` of them (``FOR UPDATE SKIP LOCKED``: the per-job locks), sends it and
+settles it in one transaction, so a job's row is written once and no mark statement is needed.
+
+What a crash or a stall can duplicate is what was sent and not yet marked Enqueued (or, in a
+chunk's transaction, not yet committed): in ``per_job`` mode one job per pool thread; in
+``batch`` mode one ``CHUNK`` per pool thread, since each thread settles its chunk right after
+sending it, before it takes the next. So the bound is ``max_degree_of_parallelism`` jobs, or
+``min(batch_size, max_degree_of_parallelism * CHUNK)``. Jobs the one-script path moves
+(``release_to_lists``) are pushed and marked atomically: none.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from storage_adapters import ClaimedJob, Storage
+from storage_adapters import ClaimedJob, Storage, TransactionalReleaseStorage
 
 from .dispatchers import Dispatcher, release_path
 from .envelopes import script_release_for
@@ -74,6 +80,14 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             storage, dispatcher, self._clock, self.settings.lock_lease, listeners
         )
         self._script_release = script_release_for(storage, dispatcher)
+        #: Batch mode on a storage that claims, sends and settles a chunk in one transaction
+        #: (PostgreSQL): no mark per chunk, one row write per job.
+        self._in_transaction = (
+            storage
+            if self.settings.release_mode == "batch"
+            and isinstance(storage, TransactionalReleaseStorage)
+            else None
+        )
         self._list_db: int | None = None
         self._list_db_known = False
         #: Deletes old finished jobs beside the passes, in a thread and under a lock of its own,
@@ -136,6 +150,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             )
             record_outcomes(self.metrics, "per_job", outcomes)
             return len(ids), outcomes
+        if self._in_transaction is not None:
+            return self._release_in_transactions(self._in_transaction, held)
         lease = self.settings.lock_lease
         moved: list[ClaimedJob] = []
         claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
@@ -154,6 +170,20 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         path = release_path(self._dispatcher)
         record_outcomes(self.metrics, path, outcomes)
         return len(moved) + len(claims), outcomes + Counter({Outcome.RELEASED: len(moved)})
+
+    def _release_in_transactions(
+        self, storage: TransactionalReleaseStorage, held: HeldLock
+    ) -> tuple[int, Counter[Outcome]]:
+        """The batch's ids, read in one query, released a ``CHUNK`` per pool thread, each chunk
+        claimed, sent and settled in one transaction of its own (PostgreSQL)."""
+        ids = call_storage(lambda: self.storage.fetch_due_ids(self.settings.batch_size))
+        chunks = [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
+        counters = self._pool.map(
+            lambda chunk: self._releaser.release_in_transaction(storage, chunk, held), chunks
+        )
+        outcomes = sum(counters, Counter[Outcome]())
+        record_outcomes(self.metrics, release_path(self._dispatcher), outcomes)
+        return len(ids), outcomes
 
     def _next_work_at(self) -> float | None:
         """Due jobs, and claims whose lease runs out (the pass recovers those first)."""

@@ -26,7 +26,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from storage_adapters import ClaimedJob, Storage
+from storage_adapters import (
+    ChunkSettlement,
+    ClaimedJob,
+    Storage,
+    StorageError,
+    TransactionalReleaseStorage,
+)
 
 from .clock import StorageClock
 from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
@@ -55,6 +61,24 @@ def _expired(claim: ClaimedJob, now: float) -> bool:
     except Exception:  # unreadable: its dispatcher fails on it and reports why, as for any job
         return False
     return expires_at is not None and expires_at <= now
+
+
+class _StorageSettlement:
+    """``ChunkSettlement`` for claims taken by ``claim``/``claim_due``: each write is a storage
+    call of its own, retried while storage is unreachable."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        call_storage(lambda: self._storage.expire(claims, reason))
+
+    def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        call_storage(lambda: self._storage.unclaim(claims, reason))
+
+
+class _RolledBackAfterSend(Exception):
+    """A chunk's transaction failed after its send: not retried (see ``release_in_transaction``)."""
 
 
 class Releaser:
@@ -101,23 +125,7 @@ class Releaser:
         ``claimed_at + claim_lease`` is a local deadline no later than the claims' own; a send
         that started before it was sent in time, whatever happened to the mark afterwards.
         """
-        outcomes: Counter[Outcome] = Counter()
-        live = list(claims)
-        if any(_may_expire(c) for c in claims):
-            now = self._clock.now()
-            expired = [c for c in claims if _may_expire(c) and _expired(c, now)]
-            if expired:
-                call_storage(lambda: self._storage.expire(expired, "expired before release"))
-                outcomes[Outcome.EXPIRED] += len(expired)
-                expired_ids = {c.id for c in expired}
-                live = [c for c in claims if c.id not in expired_ids]
-        if not live:
-            return outcomes
-        if not lock.valid() or self._halted.is_set():
-            call_storage(lambda: self._storage.unclaim(live, "scheduler stopped before sending"))
-            outcomes[Outcome.STOPPED] += len(live)
-            return outcomes
-        sent, started, error = self._send(live, lock)
+        sent, started, outcomes = self._hand_over(claims, lock, _StorageSettlement(self._storage))
         if sent:
             acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
@@ -126,20 +134,100 @@ class Releaser:
                 self._report_fenced(fenced, claimed_at + self._claim_lease)
                 outcomes[Outcome.FENCED] += len(fenced)
             self.notify(sent)
+        return outcomes
+
+    def release_in_transaction(
+        self, storage: TransactionalReleaseStorage, job_ids: Sequence[str], lock: HeldLock
+    ) -> Counter[Outcome]:
+        """Claim, send and settle a chunk of ``job_ids`` in one storage transaction (see
+        ``TransactionalReleaseStorage``): what was sent is Enqueued by the commit, so there is
+        no mark to make. A transaction that fails before anything was sent is retried like any
+        storage call; one that fails after a send is not (its jobs are Scheduled again and the
+        next pass takes them: what was sent may run twice, and the pass stops here)."""
+        if self._halted.is_set() or not lock.valid():
+            return Counter({Outcome.STOPPED: len(job_ids)})
+        handed: list[tuple[list[ClaimedJob], Counter[Outcome]]] = []
+
+        def send(claims: list[ClaimedJob], settlement: ChunkSettlement) -> None:
+            until = time.monotonic() + storage.send_budget
+            sent, _, outcomes = self._hand_over(claims, lock, settlement, until)
+            handed.append((sent, outcomes))
+
+        def attempt() -> list[ClaimedJob]:
+            try:
+                return storage.release_in_transaction(job_ids, lock.lease, send)
+            except StorageError as exc:
+                if handed:  # sent, then rolled back: retrying would send it all again now
+                    raise _RolledBackAfterSend(exc) from exc
+                raise
+
+        try:
+            claims = call_storage(attempt)
+        except _RolledBackAfterSend as rolled_back:
+            sent, _ = handed[-1]
+            self._halted.set()
+            logger.warning(
+                "a chunk's transaction failed after %d job(s) were sent (%s); they are Scheduled "
+                "again and may run twice: %s",
+                len(sent),
+                rolled_back.__cause__,
+                ", ".join(claim.id for claim in sent),
+            )
+            return Counter({Outcome.FENCED: len(sent), Outcome.FAILED: len(job_ids) - len(sent)})
+        outcomes: Counter[Outcome] = Counter({Outcome.NOT_CLAIMED: len(job_ids) - len(claims)})
+        if handed:
+            sent, settled = handed[-1]
+            outcomes.update(settled)
+            outcomes[Outcome.RELEASED] += len(sent)
+            self.notify(sent)
+        return outcomes
+
+    def _hand_over(
+        self,
+        claims: Sequence[ClaimedJob],
+        lock: HeldLock,
+        settlement: ChunkSettlement,
+        until: float | None = None,
+    ) -> tuple[list[ClaimedJob], list[float], Counter[Outcome]]:
+        """Expire what has expired, send the rest, give back what was not sent: the sent
+        claims, when each send started, and the outcomes of the others. Acknowledging the sent
+        ones (a mark, or a commit) is the caller's. No send starts after ``until``
+        (``time.monotonic()``), if given: a slow broker then costs the chunk its tail, which
+        goes back to Scheduled, instead of the whole chunk's transaction."""
+        outcomes: Counter[Outcome] = Counter()
+        live = list(claims)
+        if any(_may_expire(c) for c in claims):
+            now = self._clock.now()
+            expired = [c for c in claims if _may_expire(c) and _expired(c, now)]
+            if expired:
+                settlement.expire(expired, "expired before release")
+                outcomes[Outcome.EXPIRED] += len(expired)
+                expired_ids = {c.id for c in expired}
+                live = [c for c in claims if c.id not in expired_ids]
+        if not live:
+            return [], [], outcomes
+        if not lock.valid() or self._halted.is_set():
+            settlement.unclaim(live, "scheduler stopped before sending")
+            outcomes[Outcome.STOPPED] += len(live)
+            return [], [], outcomes
+        sent, started, error = self._send(live, lock, until)
         unsent = live[len(sent) :]
-        if unsent and error is None:  # the lease ran out part-way: step aside, nothing failed
-            reason = "the lock lease ran out before sending"
-            call_storage(lambda: self._storage.unclaim(unsent, reason))
+        if unsent and error is None:  # out of lease or time part-way: step aside, nothing failed
+            reason = (
+                "the lock lease ran out before sending"
+                if not lock.valid()
+                else "the chunk's time in its transaction ran out before sending"
+            )
+            settlement.unclaim(unsent, reason)
             outcomes[Outcome.STOPPED] += len(unsent)
         elif unsent:
             self._halted.set()
-            message = f"dispatch failed: {error}"
-            call_storage(lambda: self._storage.unclaim(unsent, message))
+            settlement.unclaim(unsent, f"dispatch failed: {error}")
             outcomes[Outcome.FAILED] += len(unsent)
-        return outcomes
+        return sent, started, outcomes
 
     def _send(
-        self, claims: list[ClaimedJob], lock: HeldLock
+        self, claims: list[ClaimedJob], lock: HeldLock, until: float | None = None
     ) -> tuple[list[ClaimedJob], list[float], str | None]:
         """Send ``claims`` with a few quick retries of the unsent tail; returns what went, when
         each of those sends started (``time.monotonic()``) and the error (``None`` also when the
@@ -162,7 +250,10 @@ class Releaser:
             def keep_going() -> bool:
                 if not lock.valid():
                     return False
-                checks.append(time.monotonic())
+                now = time.monotonic()
+                if until is not None and now > until:
+                    return False
+                checks.append(now)
                 return True
 
             def went(count: int) -> None:
@@ -189,7 +280,8 @@ class Releaser:
         try:
             call_dispatcher(attempt)
         except LeaseLost:
-            logger.warning("lock lease ran out; %d claimed job(s) left unsent", len(remaining))
+            why = "lock lease" if not lock.valid() else "time in the chunk's transaction"
+            logger.warning("%s ran out; %d claimed job(s) left unsent", why, len(remaining))
             return sent, started, None
         except Exception as exc:
             logger.error("handing %d job(s) to the worker system failed: %s", len(remaining), exc)

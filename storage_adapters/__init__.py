@@ -10,6 +10,7 @@ from typing import cast
 
 from .base import (
     BrowseStore,
+    ChunkSettlement,
     InstanceStore,
     JobStore,
     ListReleasingStorage,
@@ -19,6 +20,7 @@ from .base import (
     RetentionStore,
     Storage,
     StorageAdmin,
+    TransactionalReleaseStorage,
 )
 from .errors import (
     InvalidArgumentError,
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_URL",
     "MAX_JOB_ID_LENGTH",
     "BrowseStore",
+    "ChunkSettlement",
     "ClaimedJob",
     "Firing",
     "InstanceRecord",
@@ -88,6 +91,7 @@ __all__ = [
     "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
+    "TransactionalReleaseStorage",
     "from_url",
     "mask_url",
     "shard_of",

@@ -21,6 +21,7 @@ from .checks import positive_count
 from .permanent import dns_problem, postgresql_problem
 from .sql_statements import Dialect
 from .sql_storage import SQLStorage
+from .sql_transactional_release import SQLTransactionalRelease
 from .urls import InvalidStorageURLError, mask_url
 
 __all__ = ["PostgreSQLStorage"]
@@ -64,7 +65,10 @@ DUE_SCAN_SETTINGS = "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan
 # The server ends such a session after 2 s instead (rolled back: the claim never happened, and the
 # stalled client, finding its connection gone, sends nothing), so a stall costs a shard at most
 # about a lock lease, as a crash does.
-IDLE_IN_TRANSACTION = "-c idle_in_transaction_session_timeout=2000"
+IDLE_IN_TRANSACTION_SECONDS = 2.0
+IDLE_IN_TRANSACTION = (
+    f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_SECONDS * 1000)}"
+)
 
 # statement_timestamp() is fixed for the whole statement, like now(), but advances between the
 # statements of a transaction; being STABLE (clock_timestamp() is VOLATILE), it can bound an index
@@ -96,7 +100,7 @@ def normalise_url(url: str) -> str:
     return f"postgresql+psycopg://{rest}"
 
 
-class PostgreSQLStorage(SQLStorage):
+class PostgreSQLStorage(SQLTransactionalRelease, SQLStorage):
     """The ``Storage`` contract on PostgreSQL >= 12 through psycopg 3.
 
     ``pool_size`` connections stay open, and as many again may be opened under load, so it should
@@ -104,6 +108,10 @@ class PostgreSQLStorage(SQLStorage):
     the round trips of every claim, and a dead connection surfaces as
     ``StorageUnavailableError`` (the pool then replaces it) for the scheduler's retry to handle.
     """
+
+    #: A chunk released in one transaction stops sending after this long, so the session is
+    #: never idle in it for as long as ``IDLE_IN_TRANSACTION_SECONDS`` (which would end it).
+    send_budget = IDLE_IN_TRANSACTION_SECONDS / 2
 
     def __init__(
         self, url: str, *, prefix: str = "ps", pool_size: int = 10, connect_timeout: float = 2.0

@@ -1,0 +1,185 @@
+"""The batch release on PostgreSQL: each chunk claimed, sent and settled in one transaction.
+
+The scheduler's view of it, against the real server: the path is taken, a send over its time
+budget gives the chunk's tail back instead of losing the whole transaction, a failing broker
+leaves the unsent jobs Scheduled with the error, and a transaction lost after its send is
+reported (its jobs may run twice) and never loses a job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from parallel_scheduler import (
+    CallableDispatcher,
+    Client,
+    DelayedJobScheduler,
+    JobSpec,
+    JobState,
+    Settings,
+)
+from storage_adapters import from_url
+from storage_adapters.postgresql import PostgreSQLStorage
+from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
+
+pytestmark = pytest.mark.postgresql
+LIBPQ_URL = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
+
+
+@pytest.fixture
+def pg() -> Iterator[PostgreSQLStorage]:
+    require_server("postgresql")
+    storage = from_url(POSTGRESQL_URL, prefix=unique_prefix())
+    assert isinstance(storage, PostgreSQLStorage)
+    storage.setup()
+    try:
+        yield storage
+    finally:
+        storage.drop()
+        storage.close()
+
+
+def due(storage: PostgreSQLStorage, count: int) -> list[str]:
+    specs = [JobSpec("tasks.t", args=[i], id=f"j{i:04d}") for i in range(count)]
+    return [r.job_id for r in Client(storage).schedule_many(specs)]
+
+
+class Sends:
+    """A dispatcher's record: which ids were sent, how often; optional per-job hook."""
+
+    def __init__(self, hook: Any = None) -> None:
+        self.counts: Counter[str] = Counter()
+        self.hook = hook
+        self.guard = threading.Lock()
+
+    def __call__(self, task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        if self.hook is not None:
+            self.hook(job_id)
+        with self.guard:
+            self.counts[job_id] += 1
+
+
+def scheduler(storage: PostgreSQLStorage, sends: Sends, **settings: Any) -> DelayedJobScheduler:
+    return DelayedJobScheduler(storage, CallableDispatcher(sends), Settings(**settings))
+
+
+def states(storage: PostgreSQLStorage) -> dict[JobState, int]:
+    return {s: n for s, n in storage.count_by_state().items() if n}
+
+
+def test_a_chunk_is_sent_before_anyone_sees_it_claimed_and_enqueued_by_one_commit(
+    pg: PostgreSQLStorage,
+) -> None:
+    ids = due(pg, 120)
+    seen: list[JobState] = []
+
+    def look(job_id: str) -> None:  # another session's view, during the send
+        record = pg.get_job(job_id)
+        assert record is not None
+        seen.append(record.state)
+
+    sends = Sends(look)
+    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=4)
+    try:
+        stats = s.run_once()
+    finally:
+        s.close()
+    # Then nobody saw a Claimed row (the claim is not committed until the chunk is settled)
+    assert set(seen) == {JobState.SCHEDULED} and len(seen) == 120
+    assert (stats.fetched, stats.released) == (120, 120)
+    assert sends.counts == Counter(dict.fromkeys(ids, 1))
+    assert states(pg) == {JobState.ENQUEUED: 120}
+
+
+def test_a_send_over_its_time_budget_gives_the_tail_back_and_the_next_pass_sends_it(
+    pg: PostgreSQLStorage,
+) -> None:
+    ids = due(pg, 6)
+    pg.send_budget = 0.25  # this storage's budget, shortened for the test
+    sends = Sends(lambda job_id: time.sleep(0.1))
+    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
+    try:
+        first = s.run_once()
+        # Then the chunk sent what fitted in its budget, and gave the rest back, saying why
+        assert 1 <= first.released < 6 and first.released + first.not_claimed <= 6
+        waiting = [i for i in ids if i not in sends.counts]
+        record = pg.get_job(waiting[0])
+        assert record is not None and record.state is JobState.SCHEDULED
+        assert record.last_error is not None and "transaction ran out" in record.last_error
+        # And later passes send the rest, each job exactly once
+        for _ in range(10):
+            if len(sends.counts) == 6:
+                break
+            s.run_once()
+    finally:
+        s.close()
+    assert sends.counts == Counter(dict.fromkeys(ids, 1))
+    assert states(pg) == {JobState.ENQUEUED: 6}
+
+
+def test_a_failing_broker_leaves_the_unsent_jobs_scheduled_with_the_error(
+    pg: PostgreSQLStorage,
+) -> None:
+    ids = due(pg, 10)
+
+    def broker(job_id: str) -> None:
+        if job_id >= "j0003":
+            raise ConnectionError("broker unreachable")
+
+    sends = Sends(broker)
+    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
+    try:
+        stats = s.run_once()
+    finally:
+        s.close()
+    assert (stats.released, stats.failed) == (3, 7)
+    assert sorted(sends.counts) == ids[:3]
+    record = pg.get_job("j0005")
+    assert record is not None and record.state is JobState.SCHEDULED
+    assert record.last_error is not None and "broker unreachable" in record.last_error
+    assert states(pg) == {JobState.ENQUEUED: 3, JobState.SCHEDULED: 7}
+
+
+def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_again(
+    pg: PostgreSQLStorage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The session ends between the send and the COMMIT (as when the server ends a stalled
+    one): the chunk is Scheduled again, the pass says its jobs may run twice, and the next
+    pass sends them; none is lost."""
+    ids = due(pg, 5)
+    ended: list[bool] = []
+
+    def end_own_session(job_id: str) -> None:
+        if ended:
+            return
+        with psycopg.connect(LIBPQ_URL, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE state = 'idle in transaction' AND query LIKE %s",
+                (f"%{pg._tables.jobs.name}%",),
+            ).fetchall()
+        ended.append(rows == [(True,)])
+
+    sends = Sends(end_own_session)
+    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="parallel_scheduler.release"):
+            first = s.run_once()
+        assert ended == [True]
+        assert first.fenced == 5 and first.released == 0
+        assert "may run twice" in caplog.text and "j0000" in caplog.text
+        assert states(pg) == {JobState.SCHEDULED: 5}
+        second = s.run_once()
+    finally:
+        s.close()
+    assert second.released == 5
+    assert sends.counts == Counter(dict.fromkeys(ids, 2))  # sent twice, never lost
+    assert states(pg) == {JobState.ENQUEUED: 5}

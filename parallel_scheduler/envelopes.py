@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import functools
 import json
+import json.scanner
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
@@ -92,7 +93,11 @@ _RECENT_PAYLOAD_CHARS = 2048
 #: ``jobs.JobSpec.encode`` writes payloads in, and the one encoder of the fast publish paths.
 #: NaN is allowed here only because a payload written by hand may hold it.
 compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_SCAN = json.JSONDecoder().raw_decode
+#: The C scanner under ``json.loads``: ``(value, end)`` of the JSON value at an index, with no
+#: wrapper per call; raises ``StopIteration`` (or ``ValueError``) where none starts.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]
+)
 _ARGS, _KWARGS, _OPTIONS = '{"args":', ',"kwargs":', ',"options":'
 
 
@@ -121,7 +126,7 @@ def _canonical_facts(payload: str) -> ReleaseFacts | None:
             return None
         options_at = kwargs_end + len(_OPTIONS)
         options, options_end = _SCAN(payload, options_at)
-    except ValueError:
+    except (StopIteration, ValueError):
         return None
     shaped = isinstance(args, list) and isinstance(kwargs, dict) and isinstance(options, dict)
     if not shaped or payload[options_end:] != "}":

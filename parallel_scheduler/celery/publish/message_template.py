@@ -8,8 +8,10 @@ expiry when the job carries one. So a worker sees what this Celery version would
 
 from __future__ import annotations
 
+import json.encoder
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,6 +29,7 @@ __all__ = [
     "expires_header",
     "options_key",
     "origin",
+    "quoted",
     "sample_message",
     "send_task_options",
     "short_repr",
@@ -36,6 +39,9 @@ __all__ = [
 REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
 
 dumps = compact_json
+#: A str as a JSON string literal, non-ASCII kept: what ``dumps`` makes of a str, without the
+#: encoder's per-call set-up (the C function under it).
+quoted: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def short_repr(value: Any) -> str:

@@ -38,6 +38,7 @@ from .message_template import (
     expires_header,
     options_key,
     origin,
+    quoted,
     sample_message,
     send_task_options,
 )
@@ -152,7 +153,7 @@ class RedisPublisher:
         template = self._template(job.task, facts)
         if template is None:
             return None
-        job_id = _dumps(job.id)
+        job_id = quoted(job.id)
         expiry = ttl = ""
         if facts.expires_at is not None:
             expiry = f'"expires":{_dumps(expires_header(facts.expires_at))},'
@@ -164,7 +165,7 @@ class RedisPublisher:
             f'{{"body":"{binascii.b2a_base64(body, newline=False).decode()}",'
             '"content-encoding":"utf-8","content-type":"application/json",'
             f'"headers":{{"id":{job_id},"root_id":{job_id},{expiry}'
-            f'"argsrepr":{_dumps(_short_repr(args))},"kwargsrepr":{_dumps(_short_repr(kwargs))},'
+            f'"argsrepr":{quoted(_short_repr(args))},"kwargsrepr":{quoted(_short_repr(kwargs))},'
             f"{template.headers_json}}},"
             f'"properties":{{"correlation_id":{job_id},{ttl}'
             f'"delivery_tag":"{random.getrandbits(128):032x}",{template.properties_json}}}}}'

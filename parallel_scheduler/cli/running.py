@@ -45,13 +45,22 @@ def add_commands(commands: Any) -> None:
     setup = commands.add_parser("setup", help="create or upgrade the storage schema")
     setup.set_defaults(handler=cmd_setup)
 
-    demo = commands.add_parser("demo", help="the embedded demo: SQLite + a real Celery worker")
+    demo = commands.add_parser(
+        "demo", help="the embedded demo: a real Celery worker, every job executed once"
+    )
     demo.add_argument("--jobs", type=int, default=10_000)
     demo.add_argument("--spread", type=float, default=10.0, help="seconds over which jobs fall due")
     demo.add_argument("--max-degree-of-parallelism", type=int, default=4)
     demo.add_argument("--batch-size", type=int, default=1000)
     demo.add_argument(
         "--release-mode", choices=RELEASE_MODES, help="default: the release_mode setting's"
+    )
+    demo.add_argument(
+        "--broker",
+        choices=("auto", "redis", "filesystem"),  # demo.brokers.BROKER_CHOICES, imported late
+        default="auto",
+        help="auto (default): the demo's own throwaway redis-server as broker and storage when "
+        "one is installed (the default fast path), else SQLite and a filesystem broker",
     )
     demo.add_argument("--workdir", help="where the demo keeps its files (default: a temp dir)")
     demo.set_defaults(handler=cmd_demo)
@@ -98,6 +107,7 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         max_degree_of_parallelism=ns.max_degree_of_parallelism,
         batch_size=ns.batch_size,
         release_mode=ns.release_mode,
+        broker=ns.broker,
         workdir=ns.workdir,
     )
 

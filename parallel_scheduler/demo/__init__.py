@@ -1,8 +1,11 @@
 """``parallel-scheduler demo``: the whole path on one machine, with no server to install.
 
-SQLite storage, a real ``celery worker`` process on kombu's filesystem broker, N jobs scheduled
-through the public API to fall due over a few seconds, released in parallel, executed, and then
-counted: every job must run exactly once, or the demo fails.
+A real ``celery worker`` process, N jobs scheduled through the public API to fall due over a few
+seconds, released in parallel, executed, and then counted: every job must run exactly once, or
+the demo fails. Where a ``redis-server`` binary is installed, the demo starts a throwaway one and
+uses it as broker and storage, wired as the plugin wires a user's app, so the run shows the
+default fast path (one script per batch, storage to broker); otherwise it runs on SQLite and a
+filesystem broker and says why that is not the fast path (see ``brokers.py``).
 
 While the progress bar is live, log records go through the bar's own console (above the bar,
 never through it) and only from WARNING up: the per-pass INFO lines would scroll the bar away,
@@ -34,13 +37,16 @@ from rich.table import Table
 
 from storage_adapters import ClaimedJob
 
-from ..celery.wiring import dispatcher_for
+from ..celery.wiring import dispatcher_for, envelopes_for
 from ..client import Client
 from ..delayed_scheduler import DelayedJobScheduler
 from ..dispatchers import Dispatcher, publish_description
 from ..jobs import JobSpec
+from ..opening_storage import open_storage
 from ..recorder import NullRecorder
 from ..settings import Settings
+from .app import BROKER_ENV
+from .brokers import DemoBroker, demo_broker
 
 __all__ = ["run_demo"]
 
@@ -113,8 +119,11 @@ def _logs_above_the_bar() -> Iterator[None]:
         root.setLevel(saved_level)
 
 
-def _start_worker(workdir: Path) -> subprocess.Popen[bytes]:
+def _start_worker(workdir: Path, broker_url: str | None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PARALLEL_SCHEDULER_DEMO_DIR=str(workdir))
+    env.pop(BROKER_ENV, None)
+    if broker_url:
+        env[BROKER_ENV] = broker_url
     command = [
         sys.executable, "-m", "celery", "-A", "parallel_scheduler.demo.app", "worker",
         "--loglevel=WARNING", "--concurrency=2", "--without-gossip", "--without-mingle",
@@ -166,15 +175,19 @@ def _summary(
     tally: Tally,
     executed: list[str],
     settings: Settings,
-    dispatcher: Dispatcher,
+    broker: DemoBroker,
+    publisher: str,
     paths: PathTally,
 ) -> tuple[Table, int, int]:
     distinct = set(executed)
     lost, duplicated = jobs - len(distinct), len(executed) - len(distinct)
     table = Table("measure", "value", title="parallel-scheduler demo")
+    table.add_row("broker and storage", broker.description)
+    if broker.not_fast is not None:
+        table.add_row("not the fast path", broker.not_fast, style="yellow")
     table.add_row("release mode", settings.release_mode)
     table.add_row("fast publish", "on" if settings.fast_publish else "off")
-    table.add_row("publisher", publish_description(dispatcher))
+    table.add_row("publisher", publisher)
     table.add_row("publish path", paths.describe())
     table.add_row("parallelism", str(settings.max_degree_of_parallelism))
     table.add_row("batch size", f"{settings.batch_size:,}", end_section=True)
@@ -197,45 +210,63 @@ def run_demo(
     batch_size: int = 1000,
     release_mode: str | None = None,
     fast_publish: bool | None = None,
+    broker: str = "auto",
     workdir: str | None = None,
     timeout: float = 300.0,
 ) -> int:
     """Run the demo; returns 0 when every job ran exactly once. ``release_mode`` and
-    ``fast_publish`` left ``None`` are the defaults a user who tunes nothing gets."""
+    ``fast_publish`` left ``None`` are the defaults a user who tunes nothing gets. ``broker``:
+    ``auto`` (the demo's own redis-server when one is installed, else the filesystem broker),
+    ``redis`` or ``filesystem``."""
     if jobs < 1 or spread < 0:
         raise ValueError("demo needs --jobs >= 1 and --spread >= 0")
     with tempfile.TemporaryDirectory(prefix="parallel-scheduler-demo-") as tmp:
         folder = Path(workdir or tmp).resolve()
         folder.mkdir(parents=True, exist_ok=True)
-        settings = Settings.load(
-            {
-                "storage_url": f"sqlite:///{folder / 'demo.db'}",
-                "max_degree_of_parallelism": max_degree_of_parallelism,
-                "batch_size": batch_size,
-                "release_mode": release_mode,  # None: the default (Settings validates it)
-                "fast_publish": fast_publish,
-                "poll_interval": 0.05,
-            },
-            environ={},  # the demo's own settings, whatever the shell exports
-        )
-        with _logs_above_the_bar():
-            return _run(folder, jobs, spread, settings, timeout)
+        with demo_broker(broker, folder) as chosen:
+            settings = Settings.load(
+                {
+                    "storage_url": chosen.storage_url,
+                    "max_degree_of_parallelism": max_degree_of_parallelism,
+                    "batch_size": batch_size,
+                    "release_mode": release_mode,  # None: the default (Settings validates it)
+                    "fast_publish": fast_publish,
+                    "poll_interval": 0.05,
+                },
+                environ={},  # the demo's own settings, whatever the shell exports
+            )
+            with _logs_above_the_bar():
+                return _run(folder, chosen, jobs, spread, settings, timeout)
 
 
-def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: float) -> int:
+def _publisher(scheduler: DelayedJobScheduler, dispatcher: Dispatcher) -> str:
+    """The summary's publisher row: the dispatcher, or the one-script release when a pass found
+    storage and broker on one Redis server (the dispatcher then only names the lists)."""
+    if scheduler.releases_by_script:
+        return f"{type(dispatcher).__name__} lists, one script per batch, storage to broker"
+    return publish_description(dispatcher)
+
+
+def _run(
+    folder: Path, broker: DemoBroker, jobs: int, spread: float, settings: Settings, timeout: float
+) -> int:
     os.environ["PARALLEL_SCHEDULER_DEMO_DIR"] = str(folder)
     from .app import make_app
 
-    console.print(f"demo: {jobs:,} jobs, SQLite storage and a filesystem broker in {folder}")
-    worker = _start_worker(folder)
-    client = Client(settings=settings)
+    console.print(f"demo: {jobs:,} jobs, {broker.description}")
+    if broker.not_fast is not None:
+        console.print(f"demo: not the fast path: {broker.not_fast}")
+    worker = _start_worker(folder, broker.broker_url)
+    app = make_app(folder, broker.broker_url)
+    # wired as the plugin wires a user's app (celery.wiring): with fast_publish on (the default),
+    # the Redis broker's publisher, which also builds each job's message as it is accepted, and
+    # with storage on the broker's Redis server, the one-script release; the filesystem broker
+    # has no fast path, so there it is send_task, which the summary's publisher row says
+    dispatcher = dispatcher_for(app, settings)
+    storage = open_storage(settings)
+    client = Client(storage, settings=settings, envelopes=envelopes_for(app, settings, storage))
     tally, paths = Tally(), PathTally()
-    # chosen as for any Celery app: the filesystem broker has no fast path, so with fast_publish
-    # on (the default) this is send_task, which the summary's publisher row says
-    dispatcher = dispatcher_for(make_app(folder), settings)
-    scheduler = DelayedJobScheduler(
-        client.storage, dispatcher, settings, listeners=[tally.on_released]
-    )
+    scheduler = DelayedJobScheduler(storage, dispatcher, settings, listeners=[tally.on_released])
     scheduler.metrics = paths
     runner = threading.Thread(
         target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
@@ -248,26 +279,38 @@ def _run(folder: Path, jobs: int, spread: float, settings: Settings, timeout: fl
         runner.start()
         release_seconds = _follow(folder, jobs, tally, timeout)
         release_seconds = max(release_seconds - first_due, 1e-3)
-        _wait_for(lambda: not any((folder / "broker").iterdir()), 30, "the broker draining")
-        table, lost, duplicated = _summary(
-            len(ids),
-            accepted_per_s,
-            release_seconds,
-            tally,
-            executions(folder),
-            settings,
-            dispatcher,
-            paths,
-        )
+        _wait_for(broker.drained, 30, "the broker draining")
     finally:
         scheduler.close()
         if runner.is_alive():
             runner.join()
         client.close()
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(30)
+        storage.close()
+        _stop_worker(worker)
+    # counted once the worker has exited: every message it took was executed or given back
+    table, lost, duplicated = _summary(
+        len(ids),
+        accepted_per_s,
+        release_seconds,
+        tally,
+        executions(folder),
+        settings,
+        broker,
+        _publisher(scheduler, dispatcher),
+        paths,
+    )
     console.print(table)
     return 0 if lost == 0 and duplicated == 0 else 1
+
+
+def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    """Warm shutdown (SIGTERM: the tasks under way finish), by the worker's own process id."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
 
 
 def _follow(folder: Path, jobs: int, tally: Tally, timeout: float) -> float:

@@ -1,4 +1,7 @@
-"""The Celery app of ``parallel-scheduler demo``: a filesystem broker, no server needed.
+"""The Celery app of ``parallel-scheduler demo``: on the demo's own Redis or a filesystem broker.
+
+The worker subprocess finds the broker in ``PARALLEL_SCHEDULER_DEMO_BROKER`` (a Redis URL), or
+uses the demo's filesystem broker when it is unset.
 
 Its one task appends its own task id (which is the job id) to a file per worker process, so the
 demo can count every execution and find any job that ran twice or never.
@@ -16,6 +19,8 @@ from celery.signals import worker_ready
 from .transport import ALIAS
 
 DEMO_DIR = Path(os.environ.get("PARALLEL_SCHEDULER_DEMO_DIR", ".parallel-scheduler-demo"))
+#: The broker URL the demo gives its worker; unset: the filesystem broker in ``DEMO_DIR``.
+BROKER_ENV = "PARALLEL_SCHEDULER_DEMO_BROKER"
 QUEUE = "demo"
 TASK = "parallel_scheduler.demo.record"
 
@@ -34,10 +39,11 @@ def broker_folders(workdir: Path) -> dict[str, object]:
     }
 
 
-def make_app(workdir: Path) -> Celery:
-    app = Celery("parallel_scheduler_demo", broker=f"{ALIAS}://localhost/")
+def make_app(workdir: Path, broker_url: str | None = None) -> Celery:
+    """The demo's app on ``broker_url`` (Redis), or on the filesystem broker in ``workdir``."""
+    app = Celery("parallel_scheduler_demo", broker=broker_url or f"{ALIAS}://localhost/")
     app.conf.update(
-        broker_transport_options=broker_folders(workdir),
+        broker_transport_options={} if broker_url else broker_folders(workdir),
         task_serializer="json",
         accept_content=["json"],
         task_default_queue=QUEUE,
@@ -49,7 +55,7 @@ def make_app(workdir: Path) -> Celery:
     return app
 
 
-app = make_app(DEMO_DIR)
+app = make_app(DEMO_DIR, os.environ.get(BROKER_ENV) or None)
 _log: TextIO | None = None
 
 

@@ -128,6 +128,14 @@ class Cluster:
         return got
 
 
+#: For what is the service's own code, the same on every backend (how it reads the storage's
+#: shard count, its records and its start-up line): one backend proves it. What differs per backend
+#: under it (the stored shard count, refusing another) is in tests/storage/test_sharding.py on
+#: each; the release and hand-over tests here run on every backend, the SIGSTOP take-over on the
+#: ones it concerns.
+SHARED_CODE = pytest.mark.parametrize("adapter_kind", ["sqlite"])
+
+
 @pytest.fixture
 def cluster(adapter_kind: str, tmp_path: Path) -> Iterator[Cluster]:
     url = storage_url(adapter_kind, tmp_path)
@@ -229,6 +237,7 @@ def test_a_stopped_service_s_shards_are_taken_over_and_a_share_given_back(
     assert released.most_common(1)[0][1] == 1, released.most_common(3)
 
 
+@SHARED_CODE
 def test_without_shards_the_record_says_shard_0_and_locks_keep_their_names(
     adapter_kind: str, tmp_path: Path
 ) -> None:
@@ -246,6 +255,7 @@ def test_without_shards_the_record_says_shard_0_and_locks_keep_their_names(
         storage.close()
 
 
+@SHARED_CODE
 def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(
     cluster: Cluster,
 ) -> None:
@@ -320,6 +330,7 @@ def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resume
         process.wait(timeout=30)
 
 
+@SHARED_CODE
 def test_the_start_up_line_says_the_shards(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -30,7 +30,8 @@ def queue_length(broker_url: str, queue: str) -> int:
 def queued_ids(broker: redis.Redis, queue: str) -> Counter[str]:
     """The Celery task ids of every message in a Redis broker's lists for ``queue``."""
     ids: Counter[str] = Counter()
-    for key in broker.scan_iter(match=f"{queue}*"):
+    # SCAN may return a key more than once (while the keyspace rehashes): each list read once
+    for key in set(broker.scan_iter(match=f"{queue}*")):
         for raw in broker.lrange(key, 0, -1):
             ids[json.loads(raw)["headers"]["id"]] += 1
     return ids

@@ -67,7 +67,8 @@ def index_sizes(store: RedisStorage) -> dict[str, int]:
 
 def job_hashes(store: RedisStorage) -> int:
     with store._talking() as client:
-        return sum(1 for _ in client.scan_iter(match="\\{" + store._prefix + "\\}:job:*"))
+        # a set: SCAN may return a key twice while the keyspace rehashes
+        return len(set(client.scan_iter(match="\\{" + store._prefix + "\\}:job:*")))
 
 
 @redis_only

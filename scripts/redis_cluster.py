@@ -212,6 +212,18 @@ class RedisCluster:
             time.sleep(0.1)
         return self.pids[index]
 
+    def wait_whole(self, timeout: float = READY_SECONDS) -> None:
+        """Wait until every node is up and ok, every slot is served and every master has its
+        replica online: the cluster as ``start`` left it (for a test that takes it over from
+        one that killed and restarted a node)."""
+        deadline = time.monotonic() + timeout
+        while not self._all_ok():
+            if self.killed:
+                raise RuntimeError(f"nodes {sorted(self.killed)} were killed and not restarted")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the cluster on {self.ports} was not whole within {timeout} s")
+            time.sleep(0.1)
+
     def _all_ok(self, skip_killed: bool = False, replicas: bool = True) -> bool:
         for port, pid in zip(self.ports, self.pids, strict=True):
             if skip_killed and pid in self.killed:

@@ -79,18 +79,22 @@ def demo_broker(choice: str, folder: Path) -> Iterator[DemoBroker]:
 
 
 def _filesystem(folder: Path, choice: str) -> DemoBroker:
+    no_fast_path = "the filesystem broker has no fast path (send_task per job)"
     if choice == "filesystem":
-        to_do = f"run without --broker filesystem (it needs redis-server: {INSTALL_HINT})"
+        why = (
+            f"--broker filesystem: {no_fast_path}; for the default fast path run without it "
+            f"(the demo then starts its own redis-server; {INSTALL_HINT} if it is missing)"
+        )
     else:
-        to_do = f"{missing()}: install it and run the demo again"
+        why = (
+            f"{missing()}, so {no_fast_path}; for the default fast path, a Redis broker and "
+            "storage, install it and run the demo again"
+        )
     queue_dir = folder / "broker"
     return DemoBroker(
         broker_url=None,
         storage_url=f"sqlite:///{folder / 'demo.db'}",
         description=f"SQLite and a filesystem broker in {folder}",
-        not_fast=(
-            "the filesystem broker has no fast path (send_task per job); for the default fast "
-            f"path, a Redis broker and storage, {to_do}"
-        ),
+        not_fast=why,
         drained=lambda: not queue_dir.exists() or not any(queue_dir.iterdir()),
     )

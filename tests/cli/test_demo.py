@@ -1,23 +1,49 @@
-"""The demo a new user runs first: SQLite, a real Celery worker, every job executed once."""
+"""The demo a new user runs first: a real Celery worker, every job executed once.
+
+By default (``--broker auto``) it runs on a throwaway ``redis-server`` of its own as broker and
+storage, and shows the default fast path (the one-script release); ``--broker filesystem`` (and
+any machine without ``redis-server``) runs on SQLite and a filesystem broker and says why that
+is not the fast path.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import IN_CI
+
 pytestmark = pytest.mark.celery
 
 
-def test_demo_runs_every_job_exactly_once(tmp_path: Path) -> None:
-    result = subprocess.run(
+def _demo(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "parallel_scheduler", "demo",  # at the default log level, INFO
-         "--jobs", "1000", "--spread", "2", "--workdir", str(tmp_path)],
+         "--jobs", "1000", "--spread", "2", "--workdir", str(tmp_path), *options],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
+
+
+def _flat(summary: str) -> str:
+    """The summary's words in order, table rules left out: a row's value wrapped over several
+    lines reads as one line (the first column is blank on the lines a value continues on)."""
+    return " ".join(summary.replace("│", " ").split())
+
+
+def _executed_once_each(tmp_path: Path, jobs: int) -> None:
+    executed = [line for p in tmp_path.glob("executed-*.log") for line in p.read_text().split()]
+    assert len(executed) == len(set(executed)) == jobs
+
+
+def test_demo_on_the_filesystem_broker_runs_every_job_exactly_once(tmp_path: Path) -> None:
+    result = _demo(tmp_path, "--broker", "filesystem")
     assert result.returncode == 0, result.stdout + result.stderr
     summary = result.stdout
     assert re.search(r"executed\s+│\s+1,000", summary), summary
@@ -31,7 +57,97 @@ def test_demo_runs_every_job_exactly_once(tmp_path: Path) -> None:
     assert re.search(r"publish path\s+│\s+send_task, claimed in batches \(1,000\)", summary)
     assert re.search(r"parallelism\s+│\s+4\s", summary), summary
     assert re.search(r"batch size\s+│\s+1,000\s", summary), summary
+    # one row says why this is not the fast path, and what to do for it
+    flat = _flat(summary)
+    assert "not the fast path --broker filesystem: the filesystem broker has no fast path " in flat
+    assert "apt-get install redis-server" in flat, summary
     # no per-pass INFO line went through the progress display
     assert " INFO " not in result.stdout + result.stderr, result.stdout + result.stderr
-    executed = [line for p in tmp_path.glob("executed-*.log") for line in p.read_text().split()]
-    assert len(executed) == len(set(executed)) == 1000
+    _executed_once_each(tmp_path, 1000)
+    assert not (tmp_path / "redis-server.pid").exists(), "the filesystem path starts no Redis"
+
+
+def _require_redis_server() -> None:
+    if shutil.which("redis-server") is not None:
+        return
+    problem = "no redis-server binary on PATH: apt-get install redis-server"
+    if IN_CI:
+        pytest.fail(f"{problem}; CI=true forbids skipping the demo's default (Redis) path")
+    pytest.skip(problem)
+
+
+def _gone(pid: int) -> bool:
+    """The process is gone (reaped), or its pid now belongs to something that is not Redis."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return True
+    return b"redis-server" not in command
+
+
+def test_demo_by_default_shows_the_one_script_fast_path_on_its_own_redis(tmp_path: Path) -> None:
+    _require_redis_server()
+    # non-default settings, so the test also shows the demo's options take effect
+    result = _demo(tmp_path, "--max-degree-of-parallelism", "3", "--batch-size", "500")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = result.stdout
+    flat = _flat(summary)
+    assert re.search(r"executed\s+│\s+1,000", summary), summary
+    assert re.search(r"lost\s+│\s+0\s", summary), summary
+    assert re.search(r"duplicated\s+│\s+0\s", summary), summary
+    # storage on the broker's Redis server: every job released by the one script
+    assert re.search(r"publish path\s+│\s+one script, storage to broker \(1,000\)", summary)
+    assert re.search(r"publisher\s+│\s+RedisPublisher lists, one script per", summary), summary
+    assert re.search(r"release mode\s+│\s+batch\s", summary), summary
+    assert re.search(r"fast publish\s+│\s+on\s", summary), summary
+    assert re.search(r"parallelism\s+│\s+3\s", summary), summary
+    assert re.search(r"batch size\s+│\s+500\s", summary), summary
+    assert "not the fast path" not in flat, summary
+    match = re.search(r"redis://127\.0\.0\.1:(\d+)/0", flat)
+    assert match, summary
+    assert match.group(1) != "6379", "the demo must start its own Redis, not use another"
+    assert " INFO " not in result.stdout + result.stderr, result.stdout + result.stderr
+    _executed_once_each(tmp_path, 1000)
+    # the demo's own redis-server is gone: its process, and anything on its port
+    pid = int((tmp_path / "redis-server.pid").read_text())
+    assert pid != os.getpid()
+    assert _gone(pid), f"the demo's redis-server (pid {pid}) still runs"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=2).close()
+
+
+def _without_redis_server() -> dict[str, str]:
+    """The environment with a PATH of the Python interpreter's folder only: no redis-server."""
+    folder = Path(sys.executable).parent
+    assert not (folder / "redis-server").exists()
+    return dict(os.environ, PATH=str(folder))
+
+
+def test_demo_without_redis_server_runs_on_the_filesystem_and_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "parallel_scheduler", "demo", "--jobs", "20", "--spread", "0.2",
+         "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=_without_redis_server(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    flat = _flat(result.stdout)
+    assert (
+        "not the fast path no redis-server is installed (apt-get install redis-server), "
+        "so the filesystem broker has no fast path" in flat
+    ), result.stdout
+    assert re.search(r"publish path\s+│\s+send_task, claimed in batches \(20\)", result.stdout)
+    assert not (tmp_path / "redis-server.pid").exists()
+
+
+def test_demo_broker_redis_without_redis_server_says_what_to_install(tmp_path: Path) -> None:
+    env = _without_redis_server()
+    result = subprocess.run(
+        [sys.executable, "-m", "parallel_scheduler", "demo", "--broker", "redis",
+         "--jobs", "10", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "apt-get install redis-server" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,6 @@ from ..jobs import JobSpec
 from ..opening_storage import open_storage
 from ..recorder import NullRecorder
 from ..settings import Settings
-from .app import BROKER_ENV
 from .brokers import DemoBroker, demo_broker
 
 __all__ = ["run_demo"]
@@ -77,7 +76,7 @@ class Tally:
 
 #: How each release path reads in the summary (``recorder.RELEASE_PATHS``).
 PATH_NAMES = {
-    "per_job": "send_task, one claim per job",
+    "per_job": "one claim and one send per job",
     "batch": "send_task, claimed in batches",
     "fast_publish": "fast publish, one broker round trip per chunk",
     "one_script": "one script, storage to broker",
@@ -125,6 +124,8 @@ def _logs_above_the_bar() -> Iterator[None]:
 
 
 def _start_worker(workdir: Path, broker_url: str | None) -> subprocess.Popen[bytes]:
+    from .app import BROKER_ENV
+
     env = dict(os.environ, PARALLEL_SCHEDULER_DEMO_DIR=str(workdir))
     env.pop(BROKER_ENV, None)
     if broker_url:
@@ -232,6 +233,8 @@ def run_demo(
     with tempfile.TemporaryDirectory(prefix="parallel-scheduler-demo-") as tmp:
         folder = Path(workdir or tmp).resolve()
         folder.mkdir(parents=True, exist_ok=True)
+        # before anything imports ``.app``: its module-level app (the worker's) reads it
+        os.environ["PARALLEL_SCHEDULER_DEMO_DIR"] = str(folder)
         with demo_broker(broker, folder) as chosen:
             settings = Settings.load(
                 {
@@ -256,31 +259,44 @@ def _publisher(scheduler: DelayedJobScheduler, dispatcher: Dispatcher) -> str:
     return publish_description(dispatcher)
 
 
+def _forget_earlier_runs(folder: Path) -> None:
+    """A ``--workdir`` used before: its worker records would count as this run's executions."""
+    for stale in [folder / "worker-ready", *folder.glob("executed-*.log")]:
+        stale.unlink(missing_ok=True)
+
+
 def _run(
     folder: Path, broker: DemoBroker, jobs: int, spread: float, settings: Settings, timeout: float
 ) -> int:
-    os.environ["PARALLEL_SCHEDULER_DEMO_DIR"] = str(folder)
     from .app import make_app
+
+    _forget_earlier_runs(folder)
 
     console.print(f"demo: {jobs:,} jobs, {broker.description}")
     if broker.not_fast is not None:
         console.print(f"demo: not the fast path: {broker.not_fast}")
-    worker = _start_worker(folder, broker.broker_url)
-    app = make_app(folder, broker.broker_url)
-    # wired as the plugin wires a user's app (celery.wiring): with fast_publish on (the default),
-    # the Redis broker's publisher, which also builds each job's message as it is accepted, and
-    # with storage on the broker's Redis server, the one-script release; the filesystem broker
-    # has no fast path, so there it is send_task, which the summary's publisher row says
-    dispatcher = dispatcher_for(app, settings)
-    storage = open_storage(settings)
-    client = Client(storage, settings=settings, envelopes=envelopes_for(app, settings, storage))
-    tally, paths = Tally(), PathTally()
-    scheduler = DelayedJobScheduler(storage, dispatcher, settings, listeners=[tally.on_released])
-    scheduler.metrics = paths
-    runner = threading.Thread(
-        target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
-    )
-    try:
+    with ExitStack() as cleanup:  # on the way out, in reverse: scheduler, ..., the worker
+        cleanup.callback(_stop_worker, _start_worker(folder, broker.broker_url))
+        app = make_app(folder, broker.broker_url)
+        cleanup.callback(app.close)
+        # wired as the plugin wires a user's app (celery.wiring): with fast_publish on (the
+        # default), the Redis broker's publisher, which also builds each job's message as it is
+        # accepted, and with storage on the broker's Redis server, the one-script release; the
+        # filesystem broker has no fast path, so there it is send_task (the publisher row says)
+        dispatcher = dispatcher_for(app, settings)
+        storage = open_storage(settings)
+        cleanup.callback(storage.close)
+        client = Client(storage, settings=settings, envelopes=envelopes_for(app, settings, storage))
+        cleanup.callback(client.close)
+        tally, paths = Tally(), PathTally()
+        scheduler = DelayedJobScheduler(
+            storage, dispatcher, settings, listeners=[tally.on_released]
+        )
+        scheduler.metrics = paths
+        runner = threading.Thread(
+            target=scheduler.run_forever, kwargs={"install_signal_handlers": False}
+        )
+        cleanup.callback(_stop_scheduler, scheduler, runner)
         _wait_for(lambda: (folder / "worker-ready").exists(), 60, "the Celery worker start")
         client.setup()
         # the scheduler runs while the jobs are accepted, as in production: the first fall due
@@ -291,13 +307,6 @@ def _run(
         _follow(folder, jobs, tally, timeout)
         release_seconds = max(tally.last_sent - first_due, 1e-3)
         _wait_for(broker.drained, 30, "the broker draining")
-    finally:
-        scheduler.close()
-        if runner.is_alive():
-            runner.join()
-        client.close()
-        storage.close()
-        _stop_worker(worker)
     # counted once the worker has exited: every message it took was executed or given back
     table, lost, duplicated = _summary(
         len(ids),
@@ -312,6 +321,12 @@ def _run(
     )
     console.print(table)
     return 0 if lost == 0 and duplicated == 0 else 1
+
+
+def _stop_scheduler(scheduler: DelayedJobScheduler, runner: threading.Thread) -> None:
+    scheduler.close()
+    if runner.is_alive():
+        runner.join()
 
 
 def _stop_worker(worker: subprocess.Popen[bytes]) -> None:

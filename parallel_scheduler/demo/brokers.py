@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from .app import QUEUE
 from .redis_server import INSTALL_HINT, missing, throwaway_redis
 
 __all__ = ["BROKER_CHOICES", "DemoBroker", "demo_broker"]
@@ -63,6 +62,8 @@ def demo_broker(choice: str, folder: Path) -> Iterator[DemoBroker]:
         yield _filesystem(folder, choice)
         return
     import redis  # the optional [redis] extra; ``missing()`` found it
+
+    from .app import QUEUE  # not at the top: the module's app reads the demo's folder
 
     with throwaway_redis(folder) as url:
         link = redis.Redis.from_url(url)

@@ -71,12 +71,14 @@ def _start(binary: str, folder: Path, port: int) -> subprocess.Popen[bytes] | No
             except redis.RedisError:
                 pass
             if time.monotonic() > deadline:
-                _stop(server)
                 raise ConfigurationError(
                     f"demo: redis-server did not answer on 127.0.0.1:{port} within "
                     f"{_START_TIMEOUT:.0f} s (see {folder / 'redis-server.log'})"
                 )
             time.sleep(0.02)
+    except BaseException:  # a timeout, or Ctrl-C while it starts: no server is left behind
+        _stop(server)
+        raise
     finally:
         probe.close()
     return None

@@ -100,16 +100,24 @@ class Client:
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
         """Store many jobs in one atomic bulk write: all are validated before any is written."""
         now = self._clock.now()
-        new_jobs = [spec.encode(now, self.settings.max_payload_bytes) for spec in specs]
-        ids = [job.id for job in new_jobs]
-        if len(set(ids)) != len(ids):
+        limit = self.settings.max_payload_bytes
+        new_jobs = [spec.encode(now, limit) for spec in specs]
+        if len({job.id for job in new_jobs}) != len(new_jobs):
             raise InvalidJobError("the same job id appears twice in one call")
         new_jobs = with_envelopes(new_jobs, self.envelopes)
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
-        return [
-            ScheduleResult(job.id, was_created, self._stored_due_at(job, was_created))
-            for job, was_created in zip(new_jobs, created, strict=True)
-        ]
+        # Jobs of one call often share a due time (one countdown): each is shown once.
+        shown: dict[float, datetime] = {}
+        results = []
+        for job, was_created in zip(new_jobs, created, strict=True):
+            if was_created:
+                due_at = shown.get(job.due_at)
+                if due_at is None:
+                    due_at = shown[job.due_at] = utc_datetime(job.due_at)
+            else:
+                due_at = self._stored_due_at(job, was_created)
+            results.append(ScheduleResult(job.id, was_created, due_at))
+        return results
 
     def _stored_due_at(self, job: NewJob, was_created: bool) -> datetime:
         """The due time storage holds: the requested one for a new job, the stored one when the

@@ -72,8 +72,18 @@ _MAY_BE_EMPTY = frozenset({"routing_key", "exchange"})
 _PAYLOAD_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 
 
+def _is_plain_name(value: str) -> bool:
+    """True when nothing is wrong with ``value`` as a name (``_name_problem`` is ``None``), in a
+    few C calls: a bulk accept checks every job's task name and queue. A printable string's only
+    possible whitespace is " " (every other whitespace character is unprintable), so a printable,
+    non-empty string with no space at either end has nothing to strip."""
+    return value != "" and value.isprintable() and value[0] != " " and value[-1] != " "
+
+
 def _name_problem(value: str) -> str | None:
     """Why ``value`` cannot name a task or a broker destination, or ``None`` when it can."""
+    if _is_plain_name(value):
+        return None
     if not value.strip():
         return "is empty or blank"
     if value != value.strip():
@@ -151,7 +161,29 @@ def _instant(name: str, value: object) -> float:
     return check_instant(name, value)
 
 
+#: Options passed on as given, whatever their value.
+_UNCHECKED_OPTIONS = ROUTING_OPTIONS - {"priority", "expires", "headers", *NAME_OPTIONS}
+
+
+def _plain_options(options: Mapping[str, Any]) -> bool:
+    """True when ``_validate_options`` would return ``options`` copied and unchanged with no
+    error: a dict of known options whose only checked ones are plain names (or ``None``). The
+    usual options (a queue) take this loop over what is there instead of every check."""
+    if type(options) is not dict:
+        return False
+    for name, value in options.items():
+        if name in _UNCHECKED_OPTIONS:
+            continue
+        if name not in NAME_OPTIONS or not (
+            value is None or (type(value) is str and _is_plain_name(value))
+        ):
+            return False  # priority, expires, headers, an unknown option, or a name to look at
+    return True
+
+
 def _validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    if _plain_options(options):
+        return dict(options)
     unknown = set(options) - ROUTING_OPTIONS
     if unknown:
         raise InvalidJobError(
@@ -193,22 +225,48 @@ class JobSpec:
     countdown: float | timedelta | None = None
 
     def encode(self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> NewJob:
-        """Validate everything, then serialise once; ``now`` is the storage clock's time."""
-        check_task_name(self.task)
-        if isinstance(self.args, (str, bytes)) or not isinstance(self.args, Sequence):
-            raise InvalidJobError(f"args must be a list or tuple, not {type(self.args).__name__}")
-        if not isinstance(self.kwargs, Mapping):
-            raise InvalidJobError(f"kwargs must be a mapping, not {type(self.kwargs).__name__}")
-        due_at = due_time(now, eta=self.eta, countdown=self.countdown)
-        job_id = new_job_id() if self.id is None else self.id
-        try:
-            validate_job_id(job_id)
-        except InvalidIdentifierError as exc:
-            raise InvalidJobError(str(exc)) from None
-        check_not_reserved(job_id)  # a recurring firing's id: see firing_ids
+        """Validate everything, then serialise once; ``now`` is the storage clock's time.
+
+        A bulk accept runs this once per job, and under one GIL its cost is the accept's
+        throughput: the usual shapes (a list of args, a dict of kwargs, a caller's id) take
+        exact-type checks first, anything else the general ones, in the same order and with the
+        same errors.
+        """
+        task = self.task
+        if type(task) is not str or len(task) > MAX_TASK_NAME_LENGTH or not _is_plain_name(task):
+            check_task_name(task)  # refuses it, naming the problem (or accepts a str subclass)
+        args, kwargs = self.args, self.kwargs
+        plain_args = type(args) is list or type(args) is tuple
+        if not plain_args and (isinstance(args, (str, bytes)) or not isinstance(args, Sequence)):
+            raise InvalidJobError(f"args must be a list or tuple, not {type(args).__name__}")
+        plain_kwargs = type(kwargs) is dict
+        if not plain_kwargs and not isinstance(kwargs, Mapping):
+            raise InvalidJobError(f"kwargs must be a mapping, not {type(kwargs).__name__}")
+        countdown = self.countdown
+        if (
+            self.eta is None
+            and (type(countdown) is float or type(countdown) is int)
+            and countdown >= 0  # False for NaN
+            and now + countdown <= MAX_INSTANT  # False for infinity
+        ):
+            due_at = now + countdown  # what ``due_time`` returns, without its checks' calls
+        else:
+            due_at = due_time(now, eta=self.eta, countdown=countdown)
+        if self.id is None:
+            job_id = new_job_id()  # a UUID: valid, and never of the reserved form
+        else:
+            job_id = self.id
+            try:
+                validate_job_id(job_id)
+            except InvalidIdentifierError as exc:
+                raise InvalidJobError(str(exc)) from None
+            if "@" in job_id:  # the reserved form has one (see firing_ids)
+                check_not_reserved(job_id)
+        # A list, tuple or dict is encoded as given (JSON writes a tuple as a list, and the
+        # encoder only reads them); any other sequence or mapping is copied into one first.
         body = {
-            "args": list(self.args),
-            "kwargs": dict(self.kwargs),
+            "args": args if plain_args else list(args),
+            "kwargs": kwargs if plain_kwargs else dict(kwargs),
             "options": _validate_options(self.options),
         }
         try:
@@ -217,13 +275,13 @@ class JobSpec:
             raise InvalidJobError(
                 f"args/kwargs/options of job {job_id!r} are not JSON: {exc}"
             ) from None
-        size = len(payload.encode())
+        size = len(payload) if payload.isascii() else len(payload.encode())
         if size > max_payload_bytes:
             raise InvalidJobError(
                 f"payload of job {job_id!r} is {size} bytes; the limit is {max_payload_bytes} "
                 "(setting max_payload_bytes)"
             )
-        return NewJob(id=job_id, task=self.task, payload=payload, due_at=due_at)
+        return NewJob(job_id, task, payload, due_at, None)  # by position: measurably faster
 
 
 def decode_payload(payload: str) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from math import isfinite as _isfinite
 
 from .errors import InvalidArgumentError, InvalidRecordError
 from .records import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
@@ -77,21 +78,26 @@ def check_save_mode(mode: str) -> None:
 
 
 def check_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """Every job of one ``add_jobs`` call, before any is written. A bulk accept runs this per
+    job, so the usual case takes exact-type checks first; anything else gets the general check
+    with its error, in the same order."""
     seen: set[str] = set()
     for job in jobs:
-        validate_job_id(job.id)
-        if job.id in seen:
-            raise InvalidRecordError(f"job id {job.id!r} appears twice in one add_jobs call")
-        seen.add(job.id)
-        if not isinstance(job.task, str) or not 0 < len(job.task) <= MAX_TASK_NAME_LENGTH:
+        job_id, task, envelope, due_at = job.id, job.task, job.envelope, job.due_at
+        validate_job_id(job_id)
+        if job_id in seen:
+            raise InvalidRecordError(f"job id {job_id!r} appears twice in one add_jobs call")
+        seen.add(job_id)
+        if not isinstance(task, str) or not 0 < len(task) <= MAX_TASK_NAME_LENGTH:
             raise InvalidRecordError(
-                f"job {job.id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars"
+                f"job {job_id!r} needs a task name of 1-{MAX_TASK_NAME_LENGTH} chars"
             )
         if not isinstance(job.payload, str):
-            raise InvalidRecordError(f"job {job.id!r} payload must be a str")
-        if job.envelope is not None and (not isinstance(job.envelope, str) or not job.envelope):
-            raise InvalidRecordError(f"job {job.id!r} envelope must be a non-empty str or None")
-        epoch_seconds("due_at", job.due_at)
+            raise InvalidRecordError(f"job {job_id!r} payload must be a str")
+        if envelope is not None and (not isinstance(envelope, str) or not envelope):
+            raise InvalidRecordError(f"job {job_id!r} envelope must be a non-empty str or None")
+        if type(due_at) is not float or not _isfinite(due_at):
+            epoch_seconds("due_at", due_at)
 
 
 def optional_epoch_seconds(name: str, value: float | None) -> float | None:

@@ -46,7 +46,7 @@ from .records import (
 )
 from .redis_browse import BROWSE_SCRIPTS, RedisBrowse
 from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
-from .redis_jobs import RedisJobs, float_arg, lease_arg
+from .redis_jobs import RedisJobs, lease_arg
 from .redis_link import RedisLink, parse_target
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
@@ -300,11 +300,10 @@ class RedisStorage(
     def _job_args(self, jobs: Sequence[NewJob]) -> list[str]:
         """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and fire_recurring share it):
         the job key prefix, then id, task, payload, due_at, envelope ('' for none) per job."""
-        check_new_jobs(jobs)
+        check_new_jobs(jobs)  # every due_at is a finite number: ``float_arg`` without the check
         args = [self._key("job:")]
         for job in jobs:
-            due_at = float_arg("due_at", job.due_at)
-            args += (job.id, job.task, job.payload, due_at, job.envelope or "")
+            args += (job.id, job.task, job.payload, repr(float(job.due_at)), job.envelope or "")
         return args
 
     def _claiming(

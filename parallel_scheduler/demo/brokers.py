@@ -24,6 +24,7 @@ __all__ = ["BROKER_CHOICES", "DemoBroker", "demo_broker"]
 BROKER_CHOICES = ("auto", "redis", "filesystem")
 #: Where kombu's Redis transport keeps messages delivered to a worker and not yet acknowledged.
 _UNACKED = "unacked"
+_PRIORITY_SEPARATOR = "\x06\x16"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ def demo_broker(choice: str, folder: Path) -> Iterator[DemoBroker]:
 
     from .app import QUEUE  # not at the top: the module's app reads the demo's folder
 
+    # kombu's Redis transport: one list per priority step (a bare queue name for step 0)
+    lists = [QUEUE, *(f"{QUEUE}{_PRIORITY_SEPARATOR}{step}" for step in (3, 6, 9))]
     with throwaway_redis(folder) as url:
         link = redis.Redis.from_url(url)
         try:
@@ -73,7 +76,7 @@ def demo_broker(choice: str, folder: Path) -> Iterator[DemoBroker]:
                 storage_url=url,
                 description=f"the demo's own redis-server at {url}, as broker and storage",
                 not_fast=None,
-                drained=lambda: link.llen(QUEUE) == 0 and link.hlen(_UNACKED) == 0,
+                drained=lambda: link.hlen(_UNACKED) == 0 and not any(map(link.llen, lists)),
             )
         finally:
             link.close()

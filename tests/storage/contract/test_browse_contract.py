@@ -133,12 +133,14 @@ def test_a_rare_task_is_found_past_many_other_jobs(storage: Storage) -> None:
     ]
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize("limit", [0, -1, 1001, True, 2.0, "5"])
 def test_a_limit_outside_1_to_1000_is_refused(storage: Storage, limit: object) -> None:
     with pytest.raises(InvalidArgumentError, match="limit"):
         storage.list_jobs_page(JobQuery(), limit)  # type: ignore[arg-type]
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize(
     ("query", "named"),
     [
@@ -226,6 +228,7 @@ def test_finish_counts_since_the_future_are_empty(storage: Storage) -> None:
     assert storage.finished_counts(JobState.ENQUEUED, storage.now() + 60, 10) == []
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize(
     ("state", "since", "bucket", "named"),
     [

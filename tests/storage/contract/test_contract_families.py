@@ -41,6 +41,7 @@ def test_storage_is_exactly_its_families() -> None:
     assert all(issubclass(Storage, family) for family in FAMILIES)
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.__name__)
 def test_every_adapter_implements_every_family(storage: Storage, family: type) -> None:
     assert isinstance(storage, family)

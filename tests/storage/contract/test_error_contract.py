@@ -81,6 +81,7 @@ BAD_INPUT: dict[str, tuple[Call, type[InvalidArgumentError], str]] = {
 }
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_raises_the_trees_value_error(storage: Storage, case: str) -> None:
     call, error, named = BAD_INPUT[case]

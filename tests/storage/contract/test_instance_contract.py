@@ -98,6 +98,7 @@ def test_remove_one(storage: Storage) -> None:
     assert not storage.heartbeat_instance("a", "{}")
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [

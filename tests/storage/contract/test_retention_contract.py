@@ -172,6 +172,7 @@ def test_a_purge_of_an_unfinished_or_unknown_state_is_refused(
     assert present(storage, ["c"]) == ["c"]
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize(
     ("states", "older_than", "limit", "problem"),
     [

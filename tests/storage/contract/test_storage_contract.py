@@ -130,6 +130,7 @@ def test_bulk_add_of_many_jobs(storage: Storage) -> None:
     assert storage.count_by_state()[JobState.SCHEDULED] == len(ids)
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize(
     "bad_ids",
     [["ok", "ok"], ["ok", ""], ["ok", "x" * 201], ["ok", "has space"], ["ok", "tab\there"]],
@@ -149,6 +150,7 @@ def test_invalid_id_error_names_the_problem(storage: Storage) -> None:
         storage.add_jobs([job("x" * 201, storage.now())])
 
 
+@pytest.mark.untouched
 @pytest.mark.parametrize("due_at", [float("nan"), float("inf"), float("-inf"), True, "1"])
 def test_a_due_time_that_is_not_a_finite_number_is_refused(
     storage: Storage, due_at: object

@@ -68,9 +68,10 @@ def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
 
 def envelopes_for(app: Any, settings: Settings, storage: Storage) -> EnvelopeMaker | None:
     """Who builds a stored call's broker message as it is accepted, or ``None``: only with
-    ``fast_publish``, only for storage that can release it by script, and only from a publisher
-    that can build one (the Redis-list one)."""
-    if not settings.fast_publish or not stores_envelopes(storage):
+    ``fast_publish`` and ``accept_time_messages``, only for storage where that pays off
+    (``stores_envelopes``), and only from a publisher that can build one (the Redis-list one)."""
+    wanted = settings.fast_publish and settings.accept_time_messages
+    if not wanted or not stores_envelopes(storage):
         return None  # asked first: a publisher is not built (nor connected) for nothing
     return envelope_maker_for(storage, dispatcher_for(app, settings))
 

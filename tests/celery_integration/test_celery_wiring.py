@@ -40,6 +40,8 @@ def test_accept_time_messages_only_with_storage_that_releases_by_script_or_trans
     else:  # SQLite: a stored message would make every claim and mark rewrite a larger row
         assert maker is None
     assert envelopes_for(redis_broker, SEND_TASK, storage) is None
+    # the opt-out: messages built at release, stored jobs stay small
+    assert envelopes_for(redis_broker, Settings(accept_time_messages=False), storage) is None
     amqp_broker = Celery("wiring-amqp", broker=RABBITMQ_URL)
     assert isinstance(dispatcher_for(amqp_broker, FAST), AmqpPublisher)
     assert envelopes_for(amqp_broker, FAST, storage) is None  # AMQP builds at release

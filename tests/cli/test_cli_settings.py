@@ -36,6 +36,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "max_payload_bytes": ("4096", 4096),
     "eta_threshold": ("5.5", 5.5),
     "fast_publish": ("false", False),  # the opt-out, --no-fast-publish as an option
+    "accept_time_messages": ("false", False),
     "connect_timeout": ("3.5", 3.5),
     "fallback_to_celery": ("true", True),
     "metrics_port": ("0", 0),

@@ -126,8 +126,10 @@ class Statements:
 
         PostgreSQL takes the page as one array per column unnested into rows: a short statement that
         the driver caches and prepares, with nothing to parse per row, which is about twice as
-        fast as a multi-row VALUES list with four parameters per row. SQLite has no arrays and
-        gets the VALUES list, which SQLAlchemy builds from one parameter set per job.
+        fast as a multi-row VALUES list with four parameters per row. The arrays travel in the
+        driver's binary format (``sql_plumbing.ArrayInsert``): its text format escapes every
+        element with a regular expression. SQLite has no arrays and gets the VALUES list, which
+        SQLAlchemy builds from one parameter set per job.
         """
         jobs = self._jobs
         fixed = self._new_job_columns()

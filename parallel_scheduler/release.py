@@ -146,38 +146,38 @@ class Releaser:
         next pass takes them: what was sent may run twice, and the pass stops here)."""
         if self._halted.is_set() or not lock.valid():
             return Counter({Outcome.STOPPED: len(job_ids)})
-        handed: list[tuple[list[ClaimedJob], Counter[Outcome]]] = []
+        sent: list[ClaimedJob] = []  # filled as soon as the broker took them
+        settled: Counter[Outcome] = Counter()
 
         def send(claims: list[ClaimedJob], settlement: ChunkSettlement) -> None:
             until = time.monotonic() + storage.send_budget
-            sent, _, outcomes = self._hand_over(claims, lock, settlement, until)
-            handed.append((sent, outcomes))
+            settled.update(self._hand_over(claims, lock, settlement, until, sent)[2])
 
         def attempt() -> list[ClaimedJob]:
             try:
                 return storage.release_in_transaction(job_ids, lock.lease, send)
             except StorageError as exc:
-                if handed:  # sent, then rolled back: retrying would send it all again now
+                if sent:  # sent, then rolled back: retrying would send them all again now
                     raise _RolledBackAfterSend(exc) from exc
+                settled.clear()  # nothing went: the retry starts the chunk afresh
                 raise
 
         try:
             claims = call_storage(attempt)
         except _RolledBackAfterSend as rolled_back:
-            sent, _ = handed[-1]
             self._halted.set()
             logger.warning(
-                "a chunk's transaction failed after %d job(s) were sent (%s); they are Scheduled "
-                "again and may run twice: %s",
+                "%d job(s) whose send started while their claim was valid could not be "
+                "committed: the chunk's transaction ended first (%s; this process stalled, or "
+                "lost storage, during or after the send), so they are Scheduled again and may "
+                "run twice: %s",
                 len(sent),
                 rolled_back.__cause__,
                 ", ".join(claim.id for claim in sent),
             )
             return Counter({Outcome.FENCED: len(sent), Outcome.FAILED: len(job_ids) - len(sent)})
-        outcomes: Counter[Outcome] = Counter({Outcome.NOT_CLAIMED: len(job_ids) - len(claims)})
-        if handed:
-            sent, settled = handed[-1]
-            outcomes.update(settled)
+        outcomes = settled + Counter({Outcome.NOT_CLAIMED: len(job_ids) - len(claims)})
+        if sent:
             outcomes[Outcome.RELEASED] += len(sent)
             self.notify(sent)
         return outcomes
@@ -188,12 +188,15 @@ class Releaser:
         lock: HeldLock,
         settlement: ChunkSettlement,
         until: float | None = None,
+        sent_to: list[ClaimedJob] | None = None,
     ) -> tuple[list[ClaimedJob], list[float], Counter[Outcome]]:
         """Expire what has expired, send the rest, give back what was not sent: the sent
         claims, when each send started, and the outcomes of the others. Acknowledging the sent
         ones (a mark, or a commit) is the caller's. No send starts after ``until``
         (``time.monotonic()``), if given: a slow broker then costs the chunk its tail, which
-        goes back to Scheduled, instead of the whole chunk's transaction."""
+        goes back to Scheduled, instead of the whole chunk's transaction. ``sent_to`` gets the
+        sent claims before the settlement writes, so a caller whose storage fails in them still
+        knows what went."""
         outcomes: Counter[Outcome] = Counter()
         live = list(claims)
         if any(_may_expire(c) for c in claims):
@@ -211,6 +214,8 @@ class Releaser:
             outcomes[Outcome.STOPPED] += len(live)
             return [], [], outcomes
         sent, started, error = self._send(live, lock, until)
+        if sent_to is not None:
+            sent_to.extend(sent)
         unsent = live[len(sent) :]
         if unsent and error is None:  # out of lease or time part-way: step aside, nothing failed
             reason = (

@@ -20,7 +20,8 @@ it logged. The paths: ``per_job`` and ``batch`` through a recording dispatcher t
 storage, a Redis broker, one atomic push per chunk); ``one_script`` (``batch``, Redis storage and
 broker on one server, jobs carrying their messages: pushed and marked in one script). The bound
 printed beside each row is ``max_degree_of_parallelism`` jobs for ``per_job``,
-``min(batch_size, max_degree_of_parallelism * CHUNK)`` for the chunked paths, 0 for one script.
+``min(batch_size, max_degree_of_parallelism * chunk)`` for the chunked paths (``CHUNK``, or on
+PostgreSQL ``TRANSACTION_CHUNK``: ``delayed_scheduler.chunk_for``), 0 for one script.
 
 It starts its own PostgreSQL and Redis (``harness/servers.py``, the benchmarks' launcher:
 installed binaries, free ports, temporary directories) and never touches a shared server.
@@ -52,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 import storage_adapters  # noqa: E402
 from parallel_scheduler import Settings  # noqa: E402
-from parallel_scheduler.delayed_scheduler import CHUNK  # noqa: E402
+from parallel_scheduler.delayed_scheduler import CHUNK, TRANSACTION_CHUNK  # noqa: E402
 from storage_adapters import JobState, NewJob, Storage  # noqa: E402
 from tests.faults.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids  # noqa: E402
 from tests.faults.harness import SchedulerProcess, lock_holder_process, read_dispatches  # noqa: E402
@@ -87,7 +88,8 @@ def bound(path: ReleasePath, ns: argparse.Namespace) -> int:
         return 0
     if path.release_mode == "per_job":
         return int(ns.parallelism)
-    return min(int(ns.batch_size), int(ns.parallelism) * CHUNK)
+    chunk = TRANSACTION_CHUNK if path.storage == "postgresql" else CHUNK  # chunk_for(storage)
+    return min(int(ns.batch_size), int(ns.parallelism) * chunk)
 
 
 def store(storage: Storage, ids: list[str], broker_url: str | None, envelopes: bool) -> None:

@@ -12,13 +12,14 @@ scheduler runs per shard, on the shard's own store and lock (see scheduler_servi
 On PostgreSQL, ``batch`` mode takes the storage's transactional release
 (``TransactionalReleaseStorage``): the batch's ids are read in one query, and each pool thread
 claims its ``CHUNK`` of them (``FOR UPDATE SKIP LOCKED``: the per-job locks), sends it and
-settles it in one transaction, so a job's row is written once and no mark statement is needed.
+settles it in one transaction, so a job's row is written once and no mark statement is needed;
+its chunks are ``TRANSACTION_CHUNK`` jobs (see there).
 
 What a crash or a stall can duplicate is what was sent and not yet marked Enqueued (or, in a
 chunk's transaction, not yet committed): in ``per_job`` mode one job per pool thread; in
-``batch`` mode one ``CHUNK`` per pool thread, since each thread settles its chunk right after
+``batch`` mode one chunk per pool thread, since each thread settles its chunk right after
 sending it, before it takes the next. So the bound is ``max_degree_of_parallelism`` jobs, or
-``min(batch_size, max_degree_of_parallelism * CHUNK)``. Jobs the one-script path moves
+``min(batch_size, max_degree_of_parallelism * chunk_for(storage))``. Jobs the one-script path moves
 (``release_to_lists``) are pushed and marked atomically: none.
 """
 
@@ -44,13 +45,24 @@ from .retrying import call_storage
 from .settings import Settings
 from .stats import Outcome, PassStats
 
-__all__ = ["DelayedJobScheduler"]
+__all__ = ["CHUNK", "TRANSACTION_CHUNK", "DelayedJobScheduler", "chunk_for"]
 
 logger = logging.getLogger(__name__)
 #: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
 #: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
 #: per-chunk round trips (a mark, and with ``fast_publish`` a broker push) than they gain.
 CHUNK = 50
+#: On storage that releases a chunk in one transaction (PostgreSQL) a chunk is larger: each one
+#: costs a transaction (three round trips and a commit) and a broker push, and at 50 jobs those
+#: were most of the release's time (measured, ``benchmarks/limits.py --only pg-release``: 42%
+#: of the raw limit at 50, 65-73% at 250, 75% at 500). It is also what a crash can send twice
+#: per pool thread: ``min(batch_size, max_degree_of_parallelism * 250)``, one default batch.
+TRANSACTION_CHUNK = 250
+
+
+def chunk_for(storage: Storage) -> int:
+    """Jobs a pool thread sends before it settles them, in ``batch`` mode on ``storage``."""
+    return TRANSACTION_CHUNK if isinstance(storage, TransactionalReleaseStorage) else CHUNK
 
 
 class DelayedJobScheduler(LockedScheduler[PassStats]):
@@ -174,10 +186,11 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
     def _release_in_transactions(
         self, storage: TransactionalReleaseStorage, held: HeldLock
     ) -> tuple[int, Counter[Outcome]]:
-        """The batch's ids, read in one query, released a ``CHUNK`` per pool thread, each chunk
-        claimed, sent and settled in one transaction of its own (PostgreSQL)."""
+        """The batch's ids, read in one query, released a ``TRANSACTION_CHUNK`` per pool thread,
+        each chunk claimed, sent and settled in one transaction of its own (PostgreSQL)."""
         ids = call_storage(lambda: self.storage.fetch_due_ids(self.settings.batch_size))
-        chunks = [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
+        size = TRANSACTION_CHUNK
+        chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         counters = self._pool.map(
             lambda chunk: self._releaser.release_in_transaction(storage, chunk, held), chunks
         )

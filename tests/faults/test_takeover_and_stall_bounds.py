@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks.harness.servers import Server
 from parallel_scheduler import Settings
-from parallel_scheduler.delayed_scheduler import CHUNK
+from parallel_scheduler.delayed_scheduler import chunk_for
 from storage_adapters import JobState
 from tests.faults.conftest import DueJobs, HolderFault, Pair
 from tests.faults.harness import (
@@ -82,7 +82,8 @@ def test_takeover_after_sigkill_with_the_default_lease(holder_fault: HolderFault
     )  # fmt: skip
     tally.report()
     assert tally.lost == 0
-    bound = DEFAULTS.max_degree_of_parallelism * (1 if release_mode == "per_job" else CHUNK)
+    per_thread = 1 if release_mode == "per_job" else chunk_for(storage)
+    bound = DEFAULTS.max_degree_of_parallelism * per_thread
     assert tally.duplicated <= bound
 
 
@@ -122,7 +123,7 @@ def test_sigstop_in_batch_mode_duplicates_at_most_one_chunk_per_thread(
     tally.report()
     # Then nothing is lost, and what went twice is at most one chunk per thread
     assert tally.lost == 0
-    assert tally.duplicated <= parallelism * CHUNK, f"{tally.duplicated} duplicates"
+    assert tally.duplicated <= parallelism * chunk_for(storage), f"{tally.duplicated} duplicates"
     # And the resumed process sent at most the sends it had under way (one per thread)
     assert len(late) <= parallelism
     # And it tells those jobs apart from late sends: they went while their claim was valid

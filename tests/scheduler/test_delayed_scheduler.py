@@ -24,7 +24,7 @@ from parallel_scheduler import (
     Settings,
 )
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.delayed_scheduler import CHUNK
+from parallel_scheduler.delayed_scheduler import chunk_for
 from parallel_scheduler.release import Releaser
 from parallel_scheduler.scheduler_service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
@@ -254,23 +254,25 @@ def test_a_batch_stops_sending_when_the_lease_runs_out_mid_way(storage: Storage)
 def test_batch_mode_marks_each_chunk_before_its_thread_sends_the_next(storage: Storage) -> None:
     """What a crash or a stall can send twice is what was sent and not yet marked: at most one
     chunk per pool thread, because each thread marks its chunk before it sends the next."""
-    # Given a due batch four times what two threads would send as one chunk each
-    due = due_jobs(storage, 8 * CHUNK)
+    # Given a due batch four times what two threads would send as one chunk each (the chunk of
+    # this storage: larger where a chunk is one transaction)
+    chunk = chunk_for(storage)
+    due = due_jobs(storage, 8 * chunk)
     sent_by: dict[str, list[str]] = {}
     unmarked_too_long: list[tuple[str, str]] = []
 
     def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
         mine = sent_by.setdefault(threading.current_thread().name, [])
-        if len(mine) >= CHUNK:  # a whole chunk ago: that send must be marked by now
-            earlier = storage.get_job(mine[-CHUNK])
+        if len(mine) >= chunk:  # a whole chunk ago: that send must be marked by now
+            earlier = storage.get_job(mine[-chunk])
             if earlier is None or earlier.state is not JobState.ENQUEUED:
-                unmarked_too_long.append((mine[-CHUNK], job_id))
+                unmarked_too_long.append((mine[-chunk], job_id))
         mine.append(job_id)
 
     scheduler = DelayedJobScheduler(
         storage,
         CallableDispatcher(send),
-        Settings(release_mode="batch", max_degree_of_parallelism=2, batch_size=8 * CHUNK),
+        Settings(release_mode="batch", max_degree_of_parallelism=2, batch_size=8 * chunk),
     )
     # When one pass releases it
     stats = scheduler.run_once()

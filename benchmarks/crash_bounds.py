@@ -302,7 +302,8 @@ def main(argv: list[str]) -> int:
     print(table(rows))
     print(
         f"\ncommand: .venv/bin/python benchmarks/crash_bounds.py {' '.join(argv)}".rstrip()
-        + f"\ncommit: {commit}; chunk {CHUNK}; parallelism {ns.parallelism}, batch "
+        + f"\ncommit: {commit}; chunk {CHUNK} ({TRANSACTION_CHUNK} on PostgreSQL); "
+        f"parallelism {ns.parallelism}, batch "
         f"{ns.batch_size}, lease {ns.lock_lease} s, poll {ns.poll_interval} s, dispatch delay "
         f"{ns.dispatch_delay} s (recording dispatcher)\nload average at start {load_start}, "
         f"at end {[round(x, 2) for x in os.getloadavg()]}"

@@ -304,12 +304,27 @@ class SQLPlumbing:
         open between jobs; a statement that fails gives its connection back to the pool
         (invalidated when it was lost), so the thread's next job starts on a fresh one.
         """
-        if self._closed:
-            raise StorageError(f"{self!r} is closed")
+        prepared = self._prepared(statement)
+        with self._held_cursor(prepared.sql) as cursor:
+            cursor.execute(prepared.sql, prepared.parameters(params))
+            return list(cursor.fetchall())
+
+    def _prepared(self, statement: sa.ClauseElement) -> DriverStatement:
+        """``statement`` compiled once for the driver (see ``DriverStatement``)."""
         prepared = self._driver_statements.get(id(statement))
         if prepared is None:
             prepared = DriverStatement(statement, self._engine.dialect)
             self._driver_statements[id(statement)] = prepared
+        return prepared
+
+    @contextmanager
+    def _held_cursor(self, what: str) -> Iterator[Any]:
+        """The calling thread's kept DBAPI cursor (``_HeldConnections``), for statements run on
+        the driver: a driver error leaves as the contract's error (``what`` names the work in
+        it), and gives the connection back to the pool (invalidated when it was lost), so the
+        thread's next call starts on a fresh one; any other error gives it back too."""
+        if self._closed:
+            raise StorageError(f"{self!r} is closed")
         try:
             kept = self._held.get()
         except DBAPIError as exc:
@@ -318,13 +333,12 @@ class SQLPlumbing:
             raise self._no_free_connection(exc) from exc
         dialect = self._engine.dialect
         try:
-            kept.cursor.execute(prepared.sql, prepared.parameters(params))
-            rows = list(kept.cursor.fetchall())
+            yield kept.cursor
         except dialect.loaded_dbapi.Error as orig:
             lost = dialect.is_disconnect(orig, kept.pooled.dbapi_connection, kept.cursor)
             self._held.done(kept, failed=True, lost=orig if lost else None)
             wrapped = DBAPIError.instance(  # a DBAPIError, as ``orig`` is a driver error
-                prepared.sql,
+                what,
                 None,
                 orig,
                 dialect.loaded_dbapi.Error,
@@ -338,7 +352,6 @@ class SQLPlumbing:
             self._held.done(kept, failed=True)
             raise
         self._held.done(kept)
-        return rows
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:

@@ -23,13 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError
 
 from .base import ChunkSettlement
-from .errors import StorageError
 from .records import ClaimedJob, JobState, LockLease
 from .sql_job_rows import claimed_job
-from .sql_plumbing import DriverStatement, SQLPlumbing
+from .sql_plumbing import SQLPlumbing
 from .sql_statements import Dialect, Statements, state_is
 
 __all__ = ["SQLTransactionalRelease", "TransactionalStatements"]
@@ -115,58 +113,36 @@ class SQLTransactionalRelease(SQLPlumbing):
         lock: LockLease,
         send: Callable[[list[ClaimedJob], ChunkSettlement], None],
     ) -> list[ClaimedJob]:
-        if self._closed:
-            raise StorageError(f"{self!r} is closed")
         statements = self._transactional_statements()
         compiled = {
-            name: self._driver_statement(getattr(statements, name))
+            name: self._prepared(getattr(statements, name))
             for name in ("claim", "expire", "unclaim")
         }
-        kept = self._held.get()
-        cursor = kept.cursor
+        with self._held_cursor("release_in_transaction") as cursor:
 
-        def run(which: str, params: Mapping[str, Any]) -> list[Any]:
-            prepared = compiled[which]
-            cursor.execute(prepared.sql, prepared.parameters(params))
-            return list(cursor.fetchall()) if cursor.description is not None else []
+            def run(which: str, params: Mapping[str, Any]) -> list[Any]:
+                prepared = compiled[which]
+                cursor.execute(prepared.sql, prepared.parameters(params))
+                return list(cursor.fetchall()) if cursor.description is not None else []
 
-        dialect = self._engine.dialect
-        begun = False
-        try:
             cursor.execute("BEGIN")
-            begun = True
-            params = {
-                "ids": self._dialect.bind_ids(job_ids),
-                "lock_name": lock.name,
-                "lock_owner": lock.owner,
-                "lock_token": lock.token,
-            }
-            rows = run("claim", params)
-            claims = sorted((claimed_job(r, lock.token) for r in rows), key=_due_first)
-            if claims:
-                send(claims, _Settlement(run, self._dialect.bind_ids, lock.token))
-            cursor.execute("COMMIT")
-        except dialect.loaded_dbapi.Error as orig:
-            lost = dialect.is_disconnect(orig, kept.pooled.dbapi_connection, cursor)
-            self._held.done(kept, failed=True, lost=orig if lost else None)
-            wrapped = DBAPIError.instance(
-                "release_in_transaction",
-                None,
-                orig,
-                dialect.loaded_dbapi.Error,
-                hide_parameters=True,
-                connection_invalidated=lost,
-                dialect=dialect,
-            )
-            assert isinstance(wrapped, DBAPIError)
-            raise self._translate(wrapped) from orig
-        except BaseException:
-            if begun:  # the connection is given back failed whether this works or not
+            try:
+                params = {
+                    "ids": self._dialect.bind_ids(job_ids),
+                    "lock_name": lock.name,
+                    "lock_owner": lock.owner,
+                    "lock_token": lock.token,
+                }
+                rows = run("claim", params)
+                claims = sorted((claimed_job(r, lock.token) for r in rows), key=_due_first)
+                if claims:
+                    send(claims, _Settlement(run, self._dialect.bind_ids, lock.token))
+                cursor.execute("COMMIT")
+            except BaseException:
+                # the connection goes back to the pool as failed whether this works or not
                 with contextlib.suppress(Exception):
                     cursor.execute("ROLLBACK")
-            self._held.done(kept, failed=True)
-            raise
-        self._held.done(kept)
+                raise
         return claims
 
     def _transactional_statements(self) -> TransactionalStatements:
@@ -177,13 +153,6 @@ class SQLTransactionalRelease(SQLPlumbing):
             made = (self._sql, TransactionalStatements(self._sql, self._tables.jobs, self._dialect))
             self._transactional = made
         return made[1]
-
-    def _driver_statement(self, statement: sa.ClauseElement) -> DriverStatement:
-        prepared = self._driver_statements.get(id(statement))
-        if prepared is None:
-            prepared = DriverStatement(statement, self._engine.dialect)
-            self._driver_statements[id(statement)] = prepared
-        return prepared
 
 
 def _due_first(claim: ClaimedJob) -> tuple[float, str]:

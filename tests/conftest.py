@@ -143,6 +143,19 @@ def set_up_storage(url: str) -> tuple[str, Storage]:
     return prefix, store
 
 
+@pytest.fixture
+def postgresql_storage() -> Iterator[Storage]:
+    """A set-up PostgreSQL storage on a prefix of its own, dropped afterwards: for tests of what
+    only PostgreSQL does (its transactional release, say)."""
+    require_server("postgresql")
+    _, store = set_up_storage(POSTGRESQL_URL)
+    try:
+        yield store
+    finally:
+        store.drop()
+        store.close()
+
+
 def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Callable[..., T]]:
     """The body of a factory fixture: yields ``make`` to the test, then ends everything it made
     (servers' clients, processes by pid, publishers), in the order made, when the test ends."""

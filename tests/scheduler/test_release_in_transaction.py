@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -26,25 +25,18 @@ from parallel_scheduler import (
     JobState,
     Settings,
 )
-from storage_adapters import from_url
+from storage_adapters import Storage
 from storage_adapters.postgresql import PostgreSQLStorage
-from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
+from tests.conftest import POSTGRESQL_URL
 
 pytestmark = pytest.mark.postgresql
 LIBPQ_URL = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
 
 
 @pytest.fixture
-def pg() -> Iterator[PostgreSQLStorage]:
-    require_server("postgresql")
-    storage = from_url(POSTGRESQL_URL, prefix=unique_prefix())
-    assert isinstance(storage, PostgreSQLStorage)
-    storage.setup()
-    try:
-        yield storage
-    finally:
-        storage.drop()
-        storage.close()
+def pg(postgresql_storage: Storage) -> PostgreSQLStorage:
+    assert isinstance(postgresql_storage, PostgreSQLStorage)
+    return postgresql_storage
 
 
 def due(storage: PostgreSQLStorage, count: int) -> list[str]:

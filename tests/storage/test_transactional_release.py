@@ -7,8 +7,6 @@ send raising, the session ended under it) leaves the chunk exactly as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 
@@ -18,12 +16,13 @@ from storage_adapters import (
     JobState,
     LockLease,
     NewJob,
+    Storage,
     StorageUnavailableError,
     TransactionalReleaseStorage,
     from_url,
 )
 from storage_adapters.postgresql import PostgreSQLStorage
-from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
+from tests.conftest import POSTGRESQL_URL
 
 pytestmark = pytest.mark.postgresql
 
@@ -32,16 +31,9 @@ LIBPQ_URL = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
 
 
 @pytest.fixture
-def pg() -> Iterator[PostgreSQLStorage]:
-    require_server("postgresql")
-    storage = from_url(POSTGRESQL_URL, prefix=unique_prefix())
-    assert isinstance(storage, PostgreSQLStorage)
-    storage.setup()
-    try:
-        yield storage
-    finally:
-        storage.drop()
-        storage.close()
+def pg(postgresql_storage: Storage) -> PostgreSQLStorage:
+    assert isinstance(postgresql_storage, PostgreSQLStorage)
+    return postgresql_storage
 
 
 def add(storage: PostgreSQLStorage, ids: list[str], ahead: float = -10.0) -> None:

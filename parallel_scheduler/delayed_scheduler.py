@@ -11,7 +11,7 @@ scheduler runs per shard, on the shard's own store and lock (see scheduler_servi
 
 On PostgreSQL, ``batch`` mode takes the storage's transactional release
 (``TransactionalReleaseStorage``): the batch's ids are read in one query, and each pool thread
-claims its ``CHUNK`` of them (``FOR UPDATE SKIP LOCKED``: the per-job locks), sends it and
+claims its chunk of them (``FOR UPDATE SKIP LOCKED``: the per-job locks), sends it and
 settles it in one transaction, so a job's row is written once and no mark statement is needed;
 its chunks are ``TRANSACTION_CHUNK`` jobs (see there).
 
@@ -189,7 +189,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         """The batch's ids, read in one query, released a ``TRANSACTION_CHUNK`` per pool thread,
         each chunk claimed, sent and settled in one transaction of its own (PostgreSQL)."""
         ids = call_storage(lambda: self.storage.fetch_due_ids(self.settings.batch_size))
-        size = TRANSACTION_CHUNK
+        size = chunk_for(storage)
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         counters = self._pool.map(
             lambda chunk: self._releaser.release_in_transaction(storage, chunk, held), chunks

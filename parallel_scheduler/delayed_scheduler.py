@@ -189,7 +189,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         """The batch's ids, read in one query, released a ``TRANSACTION_CHUNK`` per pool thread,
         each chunk claimed, sent and settled in one transaction of its own (PostgreSQL)."""
         ids = call_storage(lambda: self.storage.fetch_due_ids(self.settings.batch_size))
-        size = chunk_for(storage)
+        size = chunk_for(self.storage)
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         counters = self._pool.map(
             lambda chunk: self._releaser.release_in_transaction(storage, chunk, held), chunks

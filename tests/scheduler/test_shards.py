@@ -185,22 +185,30 @@ def test_three_services_release_every_job_once_and_split_the_shards(
     assert any(gauge(shard) is not None for shard in settled["svc-a"])
     given_away = set(range(SHARDS)) - set(settled["svc-a"])
     wait_until(lambda: all(gauge(shard) in (None, 0.0) for shard in given_away), timeout=2)
-    code = main(
-        [
-            "--storage-url",
-            str(cluster.settings.storage_url),
-            "--prefix",
-            cluster.settings.prefix,
-            "--shards",
-            str(SHARDS),
-            "status",
-            "--json",
-        ]
-    )
-    out, _ = capsys.readouterr()
-    assert code == 0
-    shown = {view["id"]: view["shards"] for view in json.loads(out)["schedulers"]}
-    assert sorted(s for shards in shown.values() for s in shards) == list(range(SHARDS))
+
+    def every_shard_shown_once() -> list[int] | None:
+        """``status --json``'s shards, once every scheduler's last heartbeat (which carries its
+        shards) was written after the split: a heartbeat written just before it still names a
+        shard its writer has since given away."""
+        code = main(
+            [
+                "--storage-url",
+                str(cluster.settings.storage_url),
+                "--prefix",
+                cluster.settings.prefix,
+                "--shards",
+                str(SHARDS),
+                "status",
+                "--json",
+            ]
+        )
+        out, _ = capsys.readouterr()
+        assert code == 0
+        shown = [s for view in json.loads(out)["schedulers"] for s in view["shards"]]
+        return sorted(shown) if sorted(shown) == list(range(SHARDS)) else None
+
+    # within a few heartbeats (0.2 s each), status shows each shard exactly once
+    assert wait_until(every_shard_shown_once, timeout=3, interval=0.1) == list(range(SHARDS))
     # and once they stop, no job was released twice
     cluster.close()
     released = cluster.sent.released()

@@ -69,6 +69,14 @@ IDLE_IN_TRANSACTION_SECONDS = 2.0
 IDLE_IN_TRANSACTION = (
     f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_SECONDS * 1000)}"
 )
+# psycopg prepares a statement on the server after its fifth run, and PostgreSQL then tries a
+# generic plan, one blind to the bound ids and clock: for the release's claim (``id = ANY(...)``
+# under ``FOR UPDATE SKIP LOCKED``) it chose one that took about a second a chunk on a freshly
+# filled table, so a long burst ran at a chunk a second. Custom plans cost a plan per run (well
+# under a millisecond) and keep each statement on the indexes its bound values select.
+CUSTOM_PLANS = "-c plan_cache_mode=force_custom_plan"
+#: The server options every session of this package gets, unless the URL passes its own.
+SESSION_OPTIONS = f"{IDLE_IN_TRANSACTION} {CUSTOM_PLANS}"
 
 # statement_timestamp() is fixed for the whole statement, like now(), but advances between the
 # statements of a transaction; being STABLE (clock_timestamp() is VOLATILE), it can bound an index
@@ -157,7 +165,7 @@ def _password_of(url: str) -> str | None:
 
 def _connect_args(url: str, connect_timeout: float) -> dict[str, object]:
     """A bounded connect timeout, so an unreachable server fails fast, unless the URL sets one
-    (whole seconds, at least libpq's own minimum of 2); and ``IDLE_IN_TRANSACTION``, unless the
+    (whole seconds, at least libpq's own minimum of 2); and ``SESSION_OPTIONS``, unless the
     URL passes server ``options`` of its own."""
     try:
         query = urlsplit(url).query
@@ -168,5 +176,5 @@ def _connect_args(url: str, connect_timeout: float) -> dict[str, object]:
     if "connect_timeout" not in query:
         args["connect_timeout"] = seconds
     if "options" not in query:
-        args["options"] = IDLE_IN_TRANSACTION
+        args["options"] = SESSION_OPTIONS
     return args

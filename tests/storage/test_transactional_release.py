@@ -169,3 +169,38 @@ def test_a_session_ended_under_the_send_leaves_the_chunk_scheduled(pg: PostgreSQ
         pg.release_in_transaction(["a", "b"], lock, send)
     assert [state(pg, i) for i in ("a", "b")] == [(JobState.SCHEDULED, 0, None)] * 2
     assert len(pg.release_in_transaction(["a", "b"], lock, lambda c, s: None)) == 2
+
+
+def test_sessions_force_custom_plans(pg: PostgreSQLStorage) -> None:
+    # Given the storage's own session (the one the release's claims run on)
+    with pg._held_cursor("test") as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        (mode,) = cursor.fetchone()
+        cursor.execute("SHOW idle_in_transaction_session_timeout")
+        (idle,) = cursor.fetchone()
+    # Then it plans each statement for its bound values, and still ends idle transactions
+    assert mode == "force_custom_plan"
+    assert idle == "2s"
+
+
+def test_a_long_burst_never_claims_with_a_generic_plan(pg: PostgreSQLStorage) -> None:
+    # Given a burst due at one instant, released chunk after chunk on one session, as a pool
+    # thread of `parallel-scheduler run` does (psycopg prepares the claim after its 5th run)
+    now = pg.now()
+    ids = [f"j{n:05d}" for n in range(4000)]
+    pg.add_jobs([NewJob(job_id, "tasks.t", "{}", now - 1) for job_id in ids])
+    lock = lock_of(pg)
+    claimed = 0
+    for start in range(0, len(ids), 250):
+        claimed += len(pg.release_in_transaction(ids[start : start + 250], lock, lambda c, s: None))
+    assert claimed == len(ids)
+    # Then every claim of that session was planned for its own ids: a generic plan took about a
+    # second a chunk on a freshly filled table, so a 50,000-job burst ran at a chunk a second
+    with pg._held_cursor("test") as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
+            " FROM pg_prepared_statements WHERE statement LIKE 'UPDATE%'"
+        )
+        generic, custom = cursor.fetchone()
+    assert generic == 0
+    assert custom >= 10  # the claim was prepared on the server and planned there each run

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from storage_adapters import JobState, NewJob, Storage
+from storage_adapters.sharding import verify_shard_count
 
 from .clock import StorageClock
 from .envelopes import EnvelopeMaker, with_envelopes
@@ -63,6 +64,7 @@ class Client:
             pool_size=self.settings.max_degree_of_parallelism,
             connect_timeout=connect_timeout,
         )
+        self._shards_verified = False
         self._clock = StorageClock(self.storage)
         self.recurring = RecurringJobs(
             self.storage, self._clock, self.settings.max_payload_bytes, retry_for
@@ -105,6 +107,9 @@ class Client:
         if len({job.id for job in new_jobs}) != len(new_jobs):
             raise InvalidJobError("the same job id appears twice in one call")
         new_jobs = with_envelopes(new_jobs, self.envelopes)
+        if not self._shards_verified:  # once: jobs of another shard count would never run
+            self._call(lambda: verify_shard_count(self.storage))
+            self._shards_verified = True
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
         # Jobs of one call often share a due time (one countdown): each is shown once.
         shown: dict[float, datetime] = {}

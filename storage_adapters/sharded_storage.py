@@ -43,7 +43,7 @@ from .records import (
     RecurringRecord,
     SaveMode,
 )
-from .sharding import check_shards, shard_of
+from .sharding import check_shard_count, check_shards, shard_of
 
 __all__ = ["ShardedStorage"]
 
@@ -93,7 +93,11 @@ class ShardedStorage:
 
     def setup(self) -> None:
         """Set up every shard, shard 0 last: it records (or checks) the shard count, and only
-        once every shard's schema exists, so a half set-up store is never taken as ready."""
+        once every shard's schema exists, so a half set-up store is never taken as ready.
+        A count already recorded otherwise is refused first, before any shard is created."""
+        stored = self.home.stored_shard_count()  # type: ignore[attr-defined]
+        if stored is not None and stored != len(self.shards):
+            check_shard_count(self.home, len(self.shards), getattr(self.home, "_prefix", "?"))
         for shard in self.shards[1:]:
             shard.setup()
         self.home.expected_shards = len(self.shards)  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from .errors import InvalidArgumentError, InvalidIdentifierError, StorageConfigurationError
 from .records import validate_prefix
@@ -43,6 +43,7 @@ __all__ = [
     "shard_of",
     "shard_prefix",
     "shards_of",
+    "verify_shard_count",
 ]
 
 #: The most shards a store may have: far more than schedulers one store can keep busy.
@@ -132,6 +133,30 @@ def check_shard_count(store: Storage, expected: int, prefix: str) -> None:
             "To change the count, start a new prefix and let this one drain (README: Changing "
             "the shard count)"
         )
+
+
+def verify_shard_count(storage: Storage) -> None:
+    """Refuse (``StorageConfigurationError``) to write to a store recorded with another shard
+    count than ``storage`` has, reading the record only (nothing is created).
+
+    A write path calls this once before its first write: a client opened with 8 shards on a
+    4-shard store would otherwise put jobs where no 4-shard process ever looks. A store without
+    a record is a one-shard store; a sharded ``storage`` needs its count recorded by ``setup()``.
+    """
+    shards = shards_of(storage)
+    home = shards[0]
+    if not hasattr(home, "stored_shard_count"):
+        return  # an adapter that cannot be sharded is one store
+    stored = cast(ShardableStorage, home).stored_shard_count()
+    prefix = getattr(home, "prefix", getattr(home, "_prefix", "?"))
+    if stored is None and len(shards) > 1:
+        raise StorageConfigurationError(
+            f"the store under prefix {prefix!r} has no recorded shard count, but this process "
+            f"was opened with shards={len(shards)}: call setup() once (or run a scheduler) "
+            "with that count before writing, or open it with shards=1"
+        )
+    if (stored or 1) != len(shards):
+        check_shard_count(home, len(shards), prefix)
 
 
 def shards_of(storage: Storage) -> Sequence[Storage]:

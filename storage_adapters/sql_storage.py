@@ -53,6 +53,9 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
     def stored_shard_count(self) -> int | None:
         """The shard count recorded for this prefix (``None``: never recorded, one shard)."""
         meta = self._tables.meta
+        with self._engine.connect() as conn:  # a read: a store never set up has no record
+            if not sa.inspect(conn).has_table(meta.name, schema=meta.schema):
+                return None
         value = self._scalar(sa.select(meta.c.value).where(meta.c.name == SHARDS_META))
         return None if value is None else int(value)
 

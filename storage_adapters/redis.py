@@ -405,6 +405,11 @@ class RedisStorage(
 
     # -- shard count (for the sharding layer; not part of the Storage contract) ------------
 
+    def exists(self) -> bool:
+        """Whether ``setup()`` ever ran under this prefix (its version key exists); reads only."""
+        with self._talking() as client:
+            return bool(client.exists(self._key("version")))
+
     def stored_shard_count(self) -> int | None:
         """The shard count stored under this prefix (``{prefix}:shards``), ``None`` if none."""
         with self._talking() as client:

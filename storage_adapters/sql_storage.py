@@ -50,6 +50,12 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         if version >= META_SINCE:  # (a test replays an older release's set-up without it)
             check_shard_count(self, self.expected_shards, self._prefix)
 
+    def exists(self) -> bool:
+        """Whether ``setup()`` ever ran under this prefix (its jobs table exists); reads only."""
+        jobs = self._tables.jobs
+        with self._engine.connect() as conn:
+            return bool(sa.inspect(conn).has_table(jobs.name, schema=jobs.schema))
+
     def stored_shard_count(self) -> int | None:
         """The shard count recorded for this prefix (``None``: never recorded, one shard)."""
         meta = self._tables.meta

@@ -19,7 +19,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 import storage_adapters
-from storage_adapters import mask_url
+from storage_adapters import mask_url, shards_of
 from storage_adapters.urls import scheme_of
 
 from ..client import Client
@@ -87,6 +87,14 @@ def open_client(ns: argparse.Namespace, *, read_only: bool = False) -> Iterator[
     announce_storage(settings)
     client = Client(settings=settings, retry_for=INTERACTIVE_RETRY_SECONDS)
     try:
+        home = shards_of(client.storage)[0]
+        # PostgreSQL and Redis: a read must not create tables or keys under a mistyped prefix
+        if read_only and hasattr(home, "exists") and not read(client, home.exists):
+            raise NoStoreError(
+                f"no store under prefix {settings.prefix!r} at {mask_url(url)}; nothing was "
+                "created. Pass --storage-url/--prefix (or set PARALLEL_SCHEDULER_STORAGE_URL, "
+                "PARALLEL_SCHEDULER_PREFIX) to the store your jobs are in"
+            )
         client.setup()
         yield client
     finally:

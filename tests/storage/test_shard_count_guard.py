@@ -54,7 +54,8 @@ def exists(url: str, prefix: str) -> bool:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return sa.inspect(conn).has_table(f"{prefix}_jobs")
+            names = sa.inspect(conn).get_table_names()
+        return any(name.startswith(f"{prefix}_") for name in names)
     finally:
         engine.dispose()
 

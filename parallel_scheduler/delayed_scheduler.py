@@ -198,6 +198,9 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         record_outcomes(self.metrics, release_path(self._dispatcher), outcomes)
         return len(ids), outcomes
 
+    def _made_progress(self, stats: PassStats) -> bool:
+        return stats.released + stats.expired > 0
+
     def _next_work_at(self) -> float | None:
         """Due jobs, and claims whose lease runs out (the pass recovers those first)."""
         return self.storage.next_work_at()

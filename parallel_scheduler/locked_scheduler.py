@@ -129,6 +129,10 @@ class LockedScheduler(ABC, Generic[StatsT]):
     def _pass(self, held: HeldLock, stats: StatsT) -> None:
         """The pass's work, under the held lock."""
 
+    def _made_progress(self, stats: StatsT) -> bool:
+        """Whether a pass moved any work (released, expired or fired something)."""
+        return False
+
     @abstractmethod
     def _next_work_at(self) -> float | None:
         """When work next falls due (storage clock), in ONE storage round trip: the peek that
@@ -238,10 +242,12 @@ class LockedScheduler(ABC, Generic[StatsT]):
         if next_due is None:
             return poll
         if next_due <= self._pass_began:
-            # Work already due when the pass began is still waiting: the pass could not take it
-            # (another process holds its rows: a stalled holder's open transaction keeps them
-            # locked until it resumes or dies) or gave it back. Retrying at once would spin.
-            return poll
+            # Work already due when the pass began is still waiting. After a pass that moved
+            # work (it stopped at its lease or time budget, say) the next one starts at once; a
+            # pass that moved nothing could not take it (another process holds its rows: a
+            # stalled holder's open transaction keeps them locked until it resumes or dies),
+            # and retrying that at once would spin.
+            return 0.0 if self._made_progress(stats) else poll
         return min(poll, max(0.0, next_due - now))
 
     def _install_signal_handlers(self) -> dict[int, Any]:

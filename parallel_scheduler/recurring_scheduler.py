@@ -60,6 +60,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
 
+    def _made_progress(self, stats: RecurringPassStats) -> bool:
+        return stats.fired > 0
+
     def _pass(self, held: HeldLock, stats: RecurringPassStats) -> None:
         batch_size = self.settings.batch_size
         while self._keep_going(held):

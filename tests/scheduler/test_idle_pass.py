@@ -250,3 +250,30 @@ def test_an_idle_recurring_pass_costs_one_storage_call(
         assert not fired.idle and fired.lock_acquired and fired.created == 1
     finally:
         scheduler.close()
+
+
+def test_a_pass_that_moved_work_and_left_some_due_is_followed_at_once(storage: Storage) -> None:
+    # Given five due jobs and a pass that stops after its first batch of two with the rest
+    # still due (here its shard is handed away mid-pass; a lease or time budget does the same)
+    Client(storage).schedule_many([JobSpec("t.a")] * 5)
+    sent: list[str] = []
+    serving = [True]
+
+    def send(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        sent.append(job_id)
+        serving[0] = False
+
+    settings = Settings(poll_interval=60, batch_size=2, release_mode="per_job", retention=None)
+    scheduler = DelayedJobScheduler(
+        storage, CallableDispatcher(send), settings, serving=lambda: serving[0]
+    )
+    try:
+        stats = scheduler.run_once()
+        assert stats.released == 2 and stats.batches == 1
+        assert storage.next_work_at() is not None  # three are still due
+        # Then the next pass starts at once, not a poll interval (60 s) later
+        assert scheduler._delay_after(stats) == 0.0
+        # And a pass that moves nothing while work is due waits a poll interval (no spinning)
+        assert scheduler._delay_after(PassStats(lock_acquired=True)) == 60
+    finally:
+        scheduler.close()

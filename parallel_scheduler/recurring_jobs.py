@@ -32,6 +32,7 @@ from storage_adapters import (
     Storage,
     validate_job_id,
 )
+from storage_adapters.sharding import verify_shard_count
 
 from .clock import StorageClock
 from .errors import InvalidJobError
@@ -174,6 +175,7 @@ class RecurringJobs:
         self._clock = clock
         self._max_payload_bytes = max_payload_bytes
         self._retry_for = retry_for
+        self._shards_verified = False
 
     def _call(self, fn: Callable[[], T]) -> T:
         return call_storage(fn, give_up_after=self._retry_for)
@@ -231,6 +233,9 @@ class RecurringJobs:
             enabled=enabled,
             next_run_at=upcoming,
         )
+        if not self._shards_verified:  # once: a store of another shard count never fires it
+            self._call(lambda: verify_shard_count(self._storage))
+            self._shards_verified = True
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
         except RecordExistsError:

@@ -118,3 +118,19 @@ def test_a_client_of_the_recorded_count_writes(url: str, prefix: str) -> None:
         client.schedule("tasks.add", countdown=60)
         assert client.counts()["scheduled"] == 1
     storage.close()
+
+
+def test_a_recurring_job_of_another_shard_count_is_refused(url: str, prefix: str) -> None:
+    storage = storage_adapters.from_url(url, prefix=prefix, shards=8)
+    with (
+        Client(storage=storage) as client,
+        pytest.raises(StorageConfigurationError, match="split into 4 shard"),
+    ):
+        client.recurring.save("r1", "tasks.add", every=60)
+    storage.close()
+    store = storage_adapters.from_url(url, prefix=prefix, shards=4)
+    try:
+        assert store.count_recurring() == 0
+    finally:
+        store.close()
+    assert_nothing_written(url, prefix)

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from storage_adapters import ClaimedJob
 
-from .errors import DispatchError, LeaseLost
+from .errors import DispatchError, LeaseLost, UnsendableJobError
 from .jobs import decode_payload
 
 __all__ = [
@@ -21,12 +21,26 @@ __all__ = [
     "Dispatcher",
     "KeepGoing",
     "always",
+    "decode_for_send",
     "publish_description",
     "release_path",
 ]
 
 #: Asked before each job of a batch is sent; ``False`` stops the batch (see ``LeaseLost``).
 KeepGoing = Callable[[], bool]
+
+
+def decode_for_send(job: ClaimedJob) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """The job's ``(args, kwargs, options)`` for its message; a payload that does not decode
+    (too deeply nested: ``RecursionError``; not JSON, or not of the stored shape) is this one
+    job's fault, so it is raised as ``UnsendableJobError`` naming the job, never as a failure
+    of the whole batch."""
+    try:
+        return decode_payload(job.payload)
+    except (RecursionError, ValueError, TypeError, AttributeError) as exc:
+        raise UnsendableJobError(
+            job.id, f"its stored arguments do not decode ({type(exc).__name__}: {exc})"[:300]
+        ) from exc
 
 
 def always() -> bool:
@@ -101,7 +115,7 @@ class CallableDispatcher:
         self._fn = fn
 
     def dispatch(self, job: ClaimedJob) -> None:
-        args, kwargs, options = decode_payload(job.payload)
+        args, kwargs, options = decode_for_send(job)
         self._fn(job.task, args, kwargs, options, job.id)
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:

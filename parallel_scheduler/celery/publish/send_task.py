@@ -12,8 +12,7 @@ from typing import Any
 
 from storage_adapters import ClaimedJob
 
-from ...dispatchers import BatchDispatchError, KeepGoing, always, lease_lost
-from ...jobs import decode_payload
+from ...dispatchers import BatchDispatchError, KeepGoing, always, decode_for_send, lease_lost
 
 __all__ = ["CeleryDispatcher", "celery_options"]
 
@@ -40,7 +39,7 @@ class CeleryDispatcher:
         self.app = app
 
     def _send(self, job: ClaimedJob, producer: Any = None) -> None:
-        args, kwargs, options = decode_payload(job.payload)
+        args, kwargs, options = decode_for_send(job)
         self.app.send_task(
             job.task,
             args=args,

@@ -77,8 +77,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             self._on_fired()
         if stats.fetched:
             logger.info(
-                "recurring pass: fired %d job(s) (%d created, %d existed), %d stale, "
-                "%d missed, %d failed",
+                "recurring pass: %d recurring job(s) fired, %d firing(s) created, "
+                "%d firing(s) already existed, %d stale recurring job(s), "
+                "%d missed occurrence(s), %d recurring job(s) failed",
                 stats.fired,
                 stats.created,
                 stats.existed,

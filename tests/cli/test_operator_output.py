@@ -138,8 +138,9 @@ def test_plain_lines_read_as_prose_and_start_with_one_line(store: Store) -> None
     assert f"prefix={store.prefix}" in settings and "log_format=plain" in settings
     assert re.search(r"pass released (\d+) of \1 due job\(s\) \(1 batch\(es\),", done.stderr)
     assert re.search(
-        r"recurring pass: fired 1 job\(s\) \(\d+ created, 0 existed\), 0 stale, \d+ missed, "
-        r"0 failed",
+        r"recurring pass: 1 recurring job\(s\) fired, \d+ firing\(s\) created, "
+        r"0 firing\(s\) already existed, 0 stale recurring job\(s\), "
+        r"\d+ missed occurrence\(s\), 0 recurring job\(s\) failed",
         done.stderr,
     ), done.stderr
     assert "{" not in done.stderr and "'" not in done.stderr  # no dict reprs

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+import storage_adapters
+
 from .. import limits
 from ..errors import InvalidJobError
 from ..settings import SETTING_KINDS, SettingKind
@@ -65,8 +67,11 @@ def add_setting_options(parser: argparse.ArgumentParser, names: Iterable[str]) -
     for kind in SETTING_KINDS:
         if kind.name not in wanted:
             continue
+        # storage_url's setting default is None (unset) because the commands fall back to the
+        # SQLite file; the help shows the URL that is really used.
+        default = storage_adapters.DEFAULT_URL if kind.name == "storage_url" else kind.default
         help_text = (
-            f"{kind.label}; default {kind.default!r} [env {kind.env_var}, Celery {kind.celery_key}]"
+            f"{kind.label}; default {default!r} [env {kind.env_var}, Celery {kind.celery_key}]"
         )
         if kind.is_flag:
             parser.add_argument(

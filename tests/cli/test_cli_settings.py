@@ -119,3 +119,12 @@ def test_a_setting_from_each_source_reaches_the_scheduler(
     # Then the pass ran with that value
     assert code == 0, err
     assert json.loads(out)["settings"][name] == expected
+
+
+def test_help_shows_the_storage_url_really_used(capsys: pytest.CaptureFixture[str]) -> None:
+    # The setting's own default is None (unset): the help names the SQLite file used instead.
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default 'sqlite:///parallel-scheduler.db'" in text
+    assert "default None" not in text

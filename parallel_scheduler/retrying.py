@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tenacity import (
+    RetryCallState,
     Retrying,
-    before_sleep_log,
     retry_if_exception_type,
     retry_if_not_exception_type,
     stop_after_attempt,
@@ -41,6 +41,26 @@ __all__ = ["call_dispatcher", "call_storage"]
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
+
+def _log_retry(what: str) -> Callable[[RetryCallState], None]:
+    """A before-sleep hook whose WARNING says in words what failed, why and when it is retried,
+    e.g. ``sending to the broker failed (ConnectionRefusedError: ...); retrying in 0.5 s``:
+    never the name of the function retried (tenacity's default prints private names)."""
+
+    def log(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "no error"
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            "%s failed (%s); retrying in %.1f s (attempt %d)",
+            what,
+            reason,
+            delay,
+            state.attempt_number + 1,
+        )
+
+    return log
 
 
 def call_storage(fn: Callable[[], T], *, give_up_after: float = 30.0) -> T:
@@ -80,14 +100,17 @@ def _storage_policy(budget: float) -> Retrying:
         # no sleep that would end past the budget: a caller waits at most give_up_after plus
         # one attempt (itself bounded by the storage connect timeout)
         stop=stop_after_delay(budget) | stop_before_delay(budget),
-        before_sleep=before_sleep_log(logger, logging.WARNING),
+        before_sleep=_log_retry("a call to the storage server"),
         reraise=True,
     )
 
 
-def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:
+def call_dispatcher(
+    fn: Callable[[], T], *, attempts: int = 3, what: str = "sending jobs to the broker"
+) -> T:
     """``fn()``, retried a few times quickly; the last error is raised for the caller to handle.
-    The first attempt runs bare, like a storage call's (see the module's docstring)."""
+    The first attempt runs bare, like a storage call's (see the module's docstring); each retry's
+    WARNING starts with ``what`` (e.g. ``sending 250 job(s) to the broker``)."""
     try:
         return fn()
     except LeaseLost:
@@ -100,7 +123,7 @@ def call_dispatcher(fn: Callable[[], T], *, attempts: int = 3) -> T:
         retry=retry_if_not_exception_type(LeaseLost),
         wait=wait_random_exponential(multiplier=0.05, max=0.5),
         stop=stop_after_attempt(attempts),
-        before_sleep=before_sleep_log(logger, logging.WARNING),
+        before_sleep=_log_retry(what),
         reraise=True,
     )
     return retrying(_replaying(first, fn))

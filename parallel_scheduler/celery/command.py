@@ -6,10 +6,10 @@ the package is installed. ``parallel-scheduler run --app proj:app`` runs the sam
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import click
+from celery.bin.base import LOG_LEVEL
 
 from ..log_format import configure_logging
 from ..one_pass import run_one_pass
@@ -23,14 +23,21 @@ __all__ = ["parallel_scheduler"]
 @click.option(
     "--once", is_flag=True, help="Run one pass, print its stats, exit 1 if a job could not be sent."
 )
+@click.option(
+    "-l",
+    "--loglevel",
+    type=LOG_LEVEL,
+    default="INFO",
+    help="Logging level, as for celery worker (DEBUG, INFO, WARNING, ERROR, CRITICAL).",
+)
 @click.pass_context
-def parallel_scheduler(ctx: click.Context, once: bool) -> None:
+def parallel_scheduler(ctx: click.Context, once: bool, loglevel: int) -> None:
     """Fire recurring jobs and release due jobs into this app's broker (until SIGINT/SIGTERM)."""
     app: Any = ctx.obj.app
     integration = get_integration(app)
     # Celery sets up logging for workers, not for commands: this process logs like
     # ``parallel-scheduler run`` does, in the format the settings name
-    configure_logging(logging.INFO, integration.settings.log_format)
+    configure_logging(loglevel, integration.settings.log_format)
     service = integration.make_service()
     try:
         log_start(service)

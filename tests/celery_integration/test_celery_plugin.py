@@ -204,6 +204,22 @@ def test_the_celery_command_runs_a_pass(redis_cluster: Cluster) -> None:
     assert job is not None and job.state is JobState.ENQUEUED
 
 
+@pytest.mark.parametrize(
+    ("level", "logs_info"), [(["--loglevel", "INFO"], True), (["-l", "warning"], False)]
+)
+def test_the_celery_command_takes_celerys_loglevel(
+    redis_cluster: Cluster, level: list[str], logs_info: bool
+) -> None:
+    # celery's usual -l/--loglevel is accepted and sets the level: WARNING hides the start line
+    output = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tests.celery_integration.plugin_celery_app",
+         "parallel-scheduler", *level, "--once"],
+        cwd=ROOT, env=redis_cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert output.returncode == 0, output.stderr
+    assert ("starting:" in output.stderr) is logs_info, output.stderr
+
+
 def test_routes_are_resolved_at_call_time(redis_cluster: Cluster) -> None:
     # Given an app that routes a task to its own queue
     app = redis_cluster.producer()

@@ -333,7 +333,28 @@ def _run(
         paths,
     )
     console.print(table)
+    _next_steps()
     return 0 if lost == 0 and duplicated == 0 else 1
+
+
+def _next_steps() -> None:
+    """Where to go after the demo (its own store is gone with its folder): your own store's
+    dashboard and ``status``, then the plugin's quick start."""
+    console.print("next steps:", soft_wrap=True)
+    console.print(
+        "  dashboard: parallel-scheduler --storage-url URL dashboard, then open "
+        "http://127.0.0.1:8080/ (pip install 'parallel-scheduler[dashboard]')",
+        soft_wrap=True,
+    )
+    console.print(
+        "  status:    parallel-scheduler --storage-url URL status (counts, next due, locks)",
+        soft_wrap=True,
+    )
+    console.print(
+        "  your app:  README, 'Quick start for Celery users: the plugin' (celery -A proj "
+        "parallel-scheduler)",
+        soft_wrap=True,
+    )
 
 
 def _stop_scheduler(scheduler: DelayedJobScheduler, runner: threading.Thread) -> None:

@@ -62,6 +62,13 @@ def test_demo_on_the_filesystem_broker_runs_every_job_exactly_once(tmp_path: Pat
     assert "apt-get install redis-server" in flat, summary
     # no per-pass INFO line went through the progress display
     assert " INFO " not in result.stdout + result.stderr, result.stdout + result.stderr
+    # the summary ends with where to go next: the dashboard, status, the plugin quick start
+    tail = summary[summary.index("next steps:") :]
+    assert "parallel-scheduler --storage-url URL dashboard" in tail, summary
+    assert (
+        "http://127.0.0.1:8080/" in tail and "parallel-scheduler --storage-url URL status" in tail
+    )
+    assert "Quick start for Celery users: the plugin" in tail, summary
     _executed_once_each(tmp_path, 1000)
     assert not (tmp_path / "redis-server.pid").exists(), "the filesystem path starts no Redis"
 

@@ -1,8 +1,9 @@
-# Two commands for a fresh machine: `make demo` and `make test`. Each builds .venv first.
+# Two commands for a fresh machine: `make demo` (builds a small .venv-demo with the redis
+# extra) and `make test` (builds .venv with the dev extra).
 .PHONY: demo test lint clean
 
 demo:
-	bash -c 'source scripts/venv.sh && .venv/bin/parallel-scheduler demo'
+	bash -c 'export VENV=.venv-demo EXTRAS=redis; source scripts/venv.sh && .venv-demo/bin/parallel-scheduler demo'
 
 test:
 	bash scripts/test.sh $(ARGS)
@@ -11,4 +12,4 @@ lint:
 	bash -euc 'source scripts/venv.sh; .venv/bin/ruff check .; .venv/bin/ruff format --check .; .venv/bin/mypy'
 
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	rm -rf .venv .venv-demo .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -37,9 +37,10 @@ def test_a_call_that_heals_is_retried_and_each_retry_names_the_call(
     assert len(calls) == 3  # the bare attempt, then the policy's two
     lines = retry_lines(caplog)
     assert len(lines) == 2, lines  # one WARNING per retry, as before the bare attempt
-    assert all("flaky_write" in line for line in lines), lines
-    assert "as it raised StorageUnavailableError: down 1" in lines[0]
-    assert "as it raised StorageUnavailableError: down 2" in lines[1]
+    assert all("a call to the storage server failed" in line for line in lines), lines
+    assert "(StorageUnavailableError: down 1); retrying in" in lines[0]
+    assert "(StorageUnavailableError: down 2); retrying in" in lines[1]
+    assert not any("flaky_write" in line for line in lines), lines  # no function names
 
 
 def test_the_bare_attempts_time_counts_against_the_budget(

@@ -10,8 +10,12 @@ are released twice by the real command line, on fresh prefixes:
 
 Both are checked before their figure is kept: every job id in the broker exactly once. The
 service figure should be within 15% of the pass figure; a larger gap is a defect of the loop.
+``--recurring N`` adds the recurring scheduler's row: N recurring jobs whose first tick is one
+instant (an hourly interval starting then), fired and released by the same two runs;
+``--shards S`` runs everything on a store split into S shards. Each prefix is dropped after its
+run.
 
-    .venv/bin/python -m benchmarks.service_burst --jobs 50000 --out service_burst.json
+    .venv/bin/python -m benchmarks.service_burst --jobs 50000 --recurring 10000 --out sb.json
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import redis
 
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
+from storage_adapters import from_url
 
 POSTGRESQL = os.environ.get(
     "PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -46,21 +51,50 @@ def _broker(redis_url: str) -> str:
     return redis_url.rsplit("/", 1)[0] + "/5"
 
 
-def _store(url: str, prefix: str, jobs: int, due: datetime, accept_time: bool) -> None:
-    envelopes = None
-    client = Client(storage_url=url, prefix=prefix)
-    if accept_time:
-        from parallel_scheduler.celery.app_loading import app_for_broker
-        from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
+class Burst:
+    """What one row stores: ``jobs`` delayed jobs (``recurring=False``) or recurring jobs whose
+    first tick is the due instant, on ``shards`` shards, messages built at accept or release."""
 
-        envelopes = RedisPublisher(app_for_broker(_broker(REDIS)))
-        client.close()
-        client = Client(storage_url=url, prefix=prefix, envelopes=envelopes)
-    with client:
-        client.setup()
-        specs = [JobSpec("tasks.noop", args=[n], eta=due, id=f"j{n}") for n in range(jobs)]
-        for start in range(0, jobs, STORE_CHUNK):
-            client.schedule_many(specs[start : start + STORE_CHUNK])
+    def __init__(
+        self, jobs: int, accept_time: bool, recurring: bool, shards: int, lead: float
+    ) -> None:
+        self.jobs = jobs
+        self.min_lead = lead
+        self.accept_time = accept_time
+        self.recurring = recurring
+        self.shards = shards
+
+    def client(self, url: str, prefix: str) -> Client:
+        envelopes = None
+        if self.accept_time:
+            from parallel_scheduler.celery.app_loading import app_for_broker
+            from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
+
+            envelopes = RedisPublisher(app_for_broker(_broker(REDIS)))
+        return Client(storage_url=url, prefix=prefix, shards=self.shards, envelopes=envelopes)
+
+    def store(self, url: str, prefix: str, due: datetime) -> None:
+        with self.client(url, prefix) as client:
+            client.setup()
+            if self.recurring:
+                for n in range(self.jobs):
+                    client.recurring.save(f"r{n}", "tasks.noop", every=3600, start=due, args=[n])
+                return
+            specs = [JobSpec("tasks.noop", args=[n], eta=due, id=f"j{n}") for n in range(self.jobs)]
+            for start in range(0, self.jobs, STORE_CHUNK):
+                client.schedule_many(specs[start : start + STORE_CHUNK])
+
+    def lead(self) -> float:
+        """Seconds ahead the due instant is set, so storing ends before it."""
+        return self.min_lead + self.jobs / (500 if self.recurring else 4000)
+
+
+def _drop(url: str, prefix: str, shards: int) -> None:
+    storage = from_url(url, prefix=prefix, shards=shards)
+    try:
+        storage.drop()
+    finally:
+        storage.close()
 
 
 def _check(broker: redis.Redis, jobs: int) -> None:
@@ -70,51 +104,79 @@ def _check(broker: redis.Redis, jobs: int) -> None:
         raise SystemExit(f"check failed: {len(ids)} distinct ids of {jobs}, repeated {wrong}")
 
 
-def _base(url: str, prefix: str) -> list[str]:
-    return [COMMAND, "--storage-url", url, "--prefix", prefix, "--log-level", "WARNING"]
+def _base(url: str, prefix: str, shards: int) -> list[str]:
+    return [
+        *(COMMAND, "--storage-url", url, "--prefix", prefix, "--shards", str(shards)),
+        *("--log-level", "WARNING"),
+    ]
 
 
-def one_pass(url: str, jobs: int, accept_time: bool, broker: redis.Redis) -> float:
+def _wait_until(moment: datetime) -> None:
+    while (left := moment.timestamp() - time.time()) > 0:
+        time.sleep(min(left, 0.5))
+
+
+def one_pass(url: str, burst: Burst, broker: redis.Redis) -> float:
+    """Jobs per second of one ``run --once`` pass, from its own reported durations (the
+    recurring pass's too when it fires the burst)."""
     prefix = "sb" + uuid.uuid4().hex[:8]
     broker.delete("celery")
-    _store(url, prefix, jobs, datetime.now(timezone.utc) - timedelta(seconds=1), accept_time)
-    out = subprocess.run(
-        [*_base(url, prefix), "run", "--once", "--broker-url", _broker(REDIS)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    report = json.loads(out)["delayed"]
-    _check(broker, jobs)
-    return jobs / float(report["duration"])
-
-
-def service(url: str, jobs: int, accept_time: bool, broker: redis.Redis) -> float:
-    prefix = "sb" + uuid.uuid4().hex[:8]
-    broker.delete("celery")
-    due = datetime.now(timezone.utc) + timedelta(seconds=6 + jobs / 4000)
-    _store(url, prefix, jobs, due, accept_time)
-    process = subprocess.Popen(
-        [*_base(url, prefix), "run", "--broker-url", _broker(REDIS)],
-        stdout=subprocess.DEVNULL,
-    )
+    due = datetime.now(timezone.utc) + timedelta(seconds=burst.lead() if burst.recurring else -1)
     try:
-        deadline = due.timestamp() + 60 + jobs / 500
-        while broker.llen("celery") < jobs:
-            if time.time() > deadline:
-                raise SystemExit(f"service released {broker.llen('celery')} of {jobs} in time")
-            time.sleep(0.05)
-        elapsed = time.time() - due.timestamp()
+        burst.store(url, prefix, due)
+        _wait_until(due)
+        out = subprocess.run(
+            [*_base(url, prefix, burst.shards), "run", "--once", "--broker-url", _broker(REDIS)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        report = json.loads(out)
+        _check(broker, burst.jobs)
     finally:
-        process.terminate()
-        process.wait(30)
-    _check(broker, jobs)
+        _drop(url, prefix, burst.shards)
+    spent = float(report["delayed"]["duration"])
+    if burst.recurring:
+        spent += float(report["recurring"]["duration"])
+    return burst.jobs / spent
+
+
+def service(url: str, burst: Burst, broker: redis.Redis) -> float:
+    """Jobs per second through ``parallel-scheduler run``: due instant to last message."""
+    prefix = "sb" + uuid.uuid4().hex[:8]
+    broker.delete("celery")
+    due = datetime.now(timezone.utc) + timedelta(seconds=burst.lead())
+    jobs = burst.jobs
+    try:
+        burst.store(url, prefix, due)
+        process = subprocess.Popen(
+            [*_base(url, prefix, burst.shards), "run", "--broker-url", _broker(REDIS)],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            deadline = due.timestamp() + 60 + jobs / 500
+            while broker.llen("celery") < jobs:
+                if time.time() > deadline:
+                    raise SystemExit(f"service released {broker.llen('celery')} of {jobs} in time")
+                time.sleep(0.05)
+            elapsed = time.time() - due.timestamp()
+        finally:
+            process.terminate()
+            process.wait(30)
+        _check(broker, jobs)
+    finally:
+        _drop(url, prefix, burst.shards)
     return jobs / elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--recurring", type=int, default=0, help="recurring jobs (0: none)")
+    parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument(
+        "--lead", type=float, default=6.0, help="seconds between storing's end and the due instant"
+    )
     parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
@@ -126,15 +188,26 @@ def main(argv: list[str] | None = None) -> int:
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout
     rows: list[dict[str, Any]] = []
-    document = {"commit": commit.strip(), "load_start": os.getloadavg(), "rows": rows}
+    document = {
+        "command": " ".join(["python -m benchmarks.service_burst", *(argv or sys.argv[1:])]),
+        "commit": commit.strip(),
+        "load_start": os.getloadavg(),
+        "rows": rows,
+    }
+    bursts = [
+        Burst(ns.jobs, accept, False, ns.shards, ns.lead) for accept in (False, True) if ns.jobs
+    ]
+    bursts += [Burst(ns.recurring, False, True, ns.shards, ns.lead)] if ns.recurring else []
     for storage in ns.storages:
-        for accept_time in (False, True):
-            pass_rate = one_pass(urls[storage], ns.jobs, accept_time, broker)
-            service_rate = service(urls[storage], ns.jobs, accept_time, broker)
+        for burst in bursts:
+            pass_rate = one_pass(urls[storage], burst, broker)
+            service_rate = service(urls[storage], burst, broker)
             row = {
                 "storage": storage,
-                "messages": "accept-time" if accept_time else "built at release",
-                "jobs": ns.jobs,
+                "kind": "recurring" if burst.recurring else "delayed",
+                "shards": burst.shards,
+                "messages": "accept-time" if burst.accept_time else "built at release",
+                "jobs": burst.jobs,
                 "pass_jobs_per_s": round(pass_rate),
                 "service_jobs_per_s": round(service_rate),
                 "service_vs_pass": round(service_rate / pass_rate, 3),

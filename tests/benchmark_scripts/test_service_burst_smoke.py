@@ -1,0 +1,72 @@
+"""Smoke test of ``benchmarks/service_burst.py``, the command the README's "Through the service"
+table comes from: at a tiny size, against the real servers, every row (PostgreSQL and Redis;
+messages built at release and at accept; the recurring burst; a sharded store) releases each job
+once through ``parallel-scheduler run --once`` and through ``parallel-scheduler run``, and leaves
+no store behind. The figures themselves are not asserted: at 300 jobs they mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tables() -> set[str]:
+    url = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'sb%'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def _keys() -> set[bytes]:
+    return set(redis.Redis.from_url(REDIS_URL.rsplit("/", 1)[0] + "/3").scan_iter("*sb*"))
+
+
+@pytest.mark.redis
+@pytest.mark.postgresql
+@pytest.mark.parametrize("shards", [1, 2])
+def test_every_row_is_checked_through_the_pass_and_the_service(tmp_path: Path, shards: int) -> None:
+    for kind in ("redis", "postgresql"):
+        require_server(kind)
+    tables, keys = _tables(), _keys()
+    out = tmp_path / "service_burst.json"
+    tiny = ["--jobs", "300", "--recurring", "30", "--lead", "2", "--shards", str(shards)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.service_burst", *tiny, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(out.read_text())
+    assert document["commit"] and len(document["load_start"]) == 3
+    shapes = {(row["storage"], row["kind"], row["messages"]) for row in document["rows"]}
+    assert shapes == {
+        (storage, kind, messages)
+        for storage in ("postgresql", "redis")
+        for kind, messages in (
+            ("delayed", "built at release"),
+            ("delayed", "accept-time"),
+            ("recurring", "built at release"),
+        )
+    }
+    for row in document["rows"]:
+        assert row["shards"] == shards
+        assert row["pass_jobs_per_s"] > 0 and row["service_jobs_per_s"] > 0, row
+    # Each run dropped its prefix: the benchmark leaves the shared servers as it found them.
+    assert _tables() == tables
+    assert _keys() == keys

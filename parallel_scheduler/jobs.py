@@ -321,7 +321,8 @@ def read_payload(
     a note in ``problems``, never an exception (one bad row must not break a listing)."""
     try:
         return decode_payload(payload)
-    except (ValueError, TypeError, AttributeError) as exc:  # not JSON, or not the expected shape
+    # not JSON, not the expected shape, or nested deeper than the decoder goes
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         problems.append(f"payload is unreadable ({type(exc).__name__}: {exc})")
         return [], {}, {}
 

@@ -19,6 +19,7 @@ from .clock import StorageClock
 from .envelopes import EnvelopeMaker, with_envelopes
 from .errors import InvalidJobError
 from .jobs import Job, JobSpec, due_time, utc_datetime
+from .limits import check_page
 from .opening_storage import open_storage
 from .recurring_jobs import RecurringJobs
 from .retrying import call_storage
@@ -164,8 +165,7 @@ class Client:
             except ValueError:
                 known = ", ".join(s.value for s in JobState)
                 raise InvalidJobError(f"unknown state {state!r}; known: {known}") from None
-        if limit < 1 or offset < 0:
-            raise InvalidJobError("limit must be >= 1 and offset >= 0")
+        check_page(limit, offset)
         records = self._call(lambda: self.storage.list_jobs(state, limit, offset))
         return [Job.from_record(r) for r in records]
 

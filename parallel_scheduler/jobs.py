@@ -21,7 +21,15 @@ from storage_adapters.records import MAX_TASK_NAME_LENGTH
 
 from .errors import InvalidJobError
 from .firing_ids import check_not_reserved
-from .limits import MAX_INSTANT, MIN_INSTANT, check_countdown, check_instant, in_range
+from .limits import (
+    MAX_INSTANT,
+    MIN_INSTANT,
+    check_countdown,
+    check_instant,
+    check_nesting,
+    in_range,
+    shown,
+)
 
 __all__ = [
     "NAME_OPTIONS",
@@ -29,6 +37,7 @@ __all__ = [
     "Job",
     "JobSpec",
     "StoredCall",
+    "check_call",
     "check_task_name",
     "decode_payload",
     "display_instant",
@@ -201,9 +210,58 @@ def _validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
         if clean.get(name) is not None:
             _check_name(name, clean[name])
     headers = clean.get("headers")
-    if headers is not None and not isinstance(headers, Mapping):
-        raise InvalidJobError(f"headers must be a mapping, not {type(headers).__name__}")
+    if headers is not None:
+        if not isinstance(headers, Mapping):
+            raise InvalidJobError(f"headers must be a mapping, not {type(headers).__name__}")
+        _check_keys("headers", "header name", headers)
     return clean
+
+
+def _check_keys(field: str, what: str, mapping: Mapping[Any, Any]) -> None:
+    """Every key of ``mapping`` a non-empty string: a message's headers and a call's keyword
+    arguments are carried by name, and JSON would turn ``1`` into ``"1"`` without a word."""
+    for key in mapping:
+        if not isinstance(key, str) or not key:
+            raise InvalidJobError(
+                f"{field}: every {what} must be a non-empty string, not {shown(key)}"
+            )
+
+
+#: The containers JSON nests (others are not JSON, and the encoder refuses them by name).
+_CONTAINERS = (list, tuple, dict)
+
+
+def check_call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """The arguments' shape the payload's JSON cannot check: keyword names, and nesting (see
+    ``limits.MAX_NESTING``). Flat arguments, the usual case, take one type check per value."""
+    _check_keys("kwargs", "keyword name", kwargs)
+    for value in args:
+        if isinstance(value, _CONTAINERS):
+            check_nesting("args", args)
+            break
+    for value in kwargs.values():
+        if isinstance(value, _CONTAINERS):
+            check_nesting("kwargs", kwargs)
+            break
+
+
+def _not_unicode(job_id: str, body: Mapping[str, Any], exc: UnicodeEncodeError) -> InvalidJobError:
+    """The error for a payload that holds a lone surrogate, naming the part that holds it."""
+    parts = [name for name, value in body.items() if _unencodable(_PAYLOAD_ENCODER.encode(value))]
+    part = parts[0] if parts else "args/kwargs/options"
+    bad = exc.object[exc.start : exc.end]
+    return InvalidJobError(
+        f"{part} of job {job_id!r} hold {shown(bad)}, a lone surrogate: text must be valid "
+        "Unicode to be sent as UTF-8"
+    )
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -246,7 +304,7 @@ class JobSpec:
         if (
             self.eta is None
             and (type(countdown) is float or type(countdown) is int)
-            and countdown >= 0  # False for NaN
+            and 0 <= countdown <= MAX_INSTANT  # False for NaN, and for an int past any float
             and now + countdown <= MAX_INSTANT  # False for infinity
         ):
             due_at = now + countdown  # what ``due_time`` returns, without its checks' calls
@@ -262,6 +320,7 @@ class JobSpec:
                 raise InvalidJobError(str(exc)) from None
             if "@" in job_id:  # the reserved form has one (see firing_ids)
                 check_not_reserved(job_id)
+        check_call(args, kwargs)
         # A list, tuple or dict is encoded as given (JSON writes a tuple as a list, and the
         # encoder only reads them); any other sequence or mapping is copied into one first.
         body = {
@@ -275,7 +334,10 @@ class JobSpec:
             raise InvalidJobError(
                 f"args/kwargs/options of job {job_id!r} are not JSON: {exc}"
             ) from None
-        size = len(payload) if payload.isascii() else len(payload.encode())
+        try:
+            size = len(payload) if payload.isascii() else len(payload.encode())
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(job_id, body, exc) from None
         if size > max_payload_bytes:
             raise InvalidJobError(
                 f"payload of job {job_id!r} is {size} bytes; the limit is {max_payload_bytes} "

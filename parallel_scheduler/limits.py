@@ -10,35 +10,86 @@ refused at the door with an error that names it.
   day of room so that the instant can be shown in any time zone.
 * Countdowns: finite, ``>= 0``, and landing at or before ``MAX_INSTANT``.
 * Intervals (``every``): from 1 second to ``MAX_INTERVAL`` (100 years).
+* A listing's ``limit`` (from 1) and ``offset`` (from 0): at most ``MAX_PAGE`` (2**31 - 1), an
+  integer every backend takes (PostgreSQL refuses ``LIMIT 10**20``, Redis's Lua reads it as no
+  integer at all), checked before any storage call.
+* Nesting of ``args`` and ``kwargs``: at most ``MAX_NESTING`` (32) levels of lists and objects,
+  the argument list or keyword object itself counting as the first (``[[1]]`` as args is 2). Far
+  below what JSON decoding, the release and a worker's kombu JSON can carry (near 1000 levels
+  Python's recursion limit breaks each), so a job accepted is a job that can be delivered.
+
+A number may be any real (``int``, ``float``, ``Decimal``, ``Fraction``; not ``bool``); one too
+large for a float (``10**400``) is out of range, named, never a bare ``OverflowError``.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import reprlib
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
 
 from .errors import InvalidJobError
 
 __all__ = [
     "MAX_INSTANT",
     "MAX_INTERVAL",
+    "MAX_NESTING",
+    "MAX_PAGE",
     "MIN_INSTANT",
     "MIN_INTERVAL",
+    "as_float",
     "check_countdown",
     "check_instant",
     "check_interval",
+    "check_nesting",
+    "check_page",
     "in_range",
+    "is_number",
+    "shown",
+    "too_deep",
 ]
 
 MIN_INSTANT = 0.0
 MAX_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
 MIN_INTERVAL = 1.0
 MAX_INTERVAL = 100 * 366 * 86400.0
+MAX_NESTING = 32
+MAX_PAGE = 2**31 - 1
 _RANGE_TEXT = "1970-01-01T00:00:00Z to 9999-01-01T00:00:00Z"
+#: How much of a refused value an error message quotes: a few levels, items and characters.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 3, 4, 4, 4
+_SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother = 60, 40, 60
 
 
-def _is_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
+def shown(value: object) -> str:
+    """``value`` as an error message quotes it: its ``repr`` (control characters and lone
+    surrogates escaped, so the message stays one line), shortened (``reprlib``: never a
+    ``RecursionError`` on a deep value, nor a ``ValueError`` on an int of 5,000 digits)."""
+    try:
+        return _SHOWN.repr(value)
+    except ValueError:  # an int too long to turn into text at all
+        return f"<an {type(value).__name__} too long to show>"
+
+
+def is_number(value: object) -> bool:
+    """A real number (``int``, ``float``, ``Decimal``, ``Fraction``), not a ``bool``."""
+    return not isinstance(value, bool) and isinstance(value, (numbers.Real, Decimal))
+
+
+def as_float(value: object) -> float:
+    """A real number (``is_number``) as a float; one past a float's range becomes an infinity
+    of its sign, a signalling NaN (``Decimal("sNaN")``, which ``float`` refuses) NaN."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
+    except ValueError:
+        return math.nan
 
 
 def in_range(epoch: float) -> bool:
@@ -48,24 +99,26 @@ def in_range(epoch: float) -> bool:
 
 def check_instant(name: str, epoch: object) -> float:
     """``epoch`` as a float, or ``InvalidJobError`` naming ``name`` and the value."""
-    if not _is_number(epoch):
-        raise InvalidJobError(f"{name} must be epoch seconds or an aware datetime, not {epoch!r}")
-    value = float(epoch)  # type: ignore[arg-type]
+    if not is_number(epoch):
+        raise InvalidJobError(
+            f"{name} must be epoch seconds or an aware datetime, not {shown(epoch)}"
+        )
+    value = as_float(epoch)
     if not in_range(value):
-        raise InvalidJobError(f"{name} {epoch!r} is outside the valid range ({_RANGE_TEXT})")
+        raise InvalidJobError(f"{name} {shown(epoch)} is outside the valid range ({_RANGE_TEXT})")
     return value
 
 
 def check_countdown(name: str, seconds: object, now: float) -> float:
     """``now + seconds`` when that lands inside the range; ``InvalidJobError`` otherwise."""
-    if not _is_number(seconds):
-        raise InvalidJobError(f"{name} must be a number of seconds, not {seconds!r}")
-    value = float(seconds)  # type: ignore[arg-type]
-    if not math.isfinite(value) or value < 0:
-        raise InvalidJobError(f"{name} must be finite and >= 0, not {seconds!r}")
+    if not is_number(seconds):
+        raise InvalidJobError(f"{name} must be a number of seconds, not {shown(seconds)}")
+    value = as_float(seconds)
+    if math.isnan(value) or value < 0:
+        raise InvalidJobError(f"{name} must be finite and >= 0, not {shown(seconds)}")
     if now + value > MAX_INSTANT:
         raise InvalidJobError(
-            f"{name} {seconds!r} lands after 9999-01-01T00:00:00Z, outside the valid range "
+            f"{name} {shown(seconds)} lands after 9999-01-01T00:00:00Z, outside the valid range "
             f"({_RANGE_TEXT})"
         )
     return now + value
@@ -73,12 +126,49 @@ def check_countdown(name: str, seconds: object, now: float) -> float:
 
 def check_interval(name: str, seconds: object) -> float:
     """An interval of ``MIN_INTERVAL`` to ``MAX_INTERVAL`` seconds, or ``InvalidJobError``."""
-    if not _is_number(seconds):
-        raise InvalidJobError(f"{name} must be a number of seconds, not {seconds!r}")
-    value = float(seconds)  # type: ignore[arg-type]
+    if not is_number(seconds):
+        raise InvalidJobError(f"{name} must be a number of seconds, not {shown(seconds)}")
+    value = as_float(seconds)
     if not math.isfinite(value) or not MIN_INTERVAL <= value <= MAX_INTERVAL:
         raise InvalidJobError(
             f"{name} must be from {MIN_INTERVAL:g} to {MAX_INTERVAL:g} seconds (100 years), "
-            f"not {seconds!r}"
+            f"not {shown(seconds)}"
         )
     return value
+
+
+def too_deep(name: str, text: str) -> InvalidJobError:
+    """The error for ``name`` (``args``, ``kwargs``) nested past ``MAX_NESTING``; ``text`` is
+    the value as shown (``shown``)."""
+    return InvalidJobError(
+        f"{name} nest deeper than {MAX_NESTING} levels of lists and objects "
+        f"(limits.MAX_NESTING): {text}"
+    )
+
+
+def check_nesting(name: str, value: object) -> None:
+    """Refuse ``value`` (``args``, ``kwargs``) when its lists and objects nest deeper than
+    ``MAX_NESTING``, naming ``name``. Level by level, not recursive: a value nested 50,000 deep
+    (or holding itself) is refused, never a ``RecursionError``."""
+    level: list[Any] = [value]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_NESTING:
+            raise too_deep(name, shown(value))
+        below: list[Any] = []
+        for container in level:
+            items = container.values() if isinstance(container, Mapping) else container
+            below.extend(v for v in items if isinstance(v, (list, tuple, dict)))
+        level = below
+
+
+def check_page(limit: object, offset: object) -> tuple[int, int]:
+    """A listing's ``limit`` (1 to ``MAX_PAGE``) and ``offset`` (0 to ``MAX_PAGE``), or
+    ``InvalidJobError`` naming the one out of range."""
+    for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_PAGE:
+            raise InvalidJobError(
+                f"{name} must be an integer from {low} to {MAX_PAGE}, not {shown(value)}"
+            )
+    return limit, offset  # type: ignore[return-value]

@@ -16,7 +16,17 @@ __all__ = [
     "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
+    "one_line",
 ]
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character (a newline, a tab, a NUL, an escape sequence, a
+    lone surrogate) written as its Python escape, so that a message echoing input, or a driver's
+    own text, stays one line and cannot paint the terminal; printable text is left as it is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ParallelSchedulerError(Exception):

@@ -370,12 +370,11 @@ class SQLPlumbing:
         detail = f"{type(exc.orig).__name__}: {exc.orig}"
         if self._secret:
             detail = detail.replace(self._secret, "***")
+        detail = " ".join(detail.split())  # libpq words a failed connection over two lines
         where = f"{self._dialect.label} at {self._masked_url}"
         problem = self._configuration_problem(exc)
         if problem is not None:  # checked first: these arrive as connection errors too
-            return StorageConfigurationError(
-                f"{where} cannot be used: {problem} ({' '.join(detail.split())})"
-            )
+            return StorageConfigurationError(f"{where} cannot be used: {problem} ({detail})")
         if exc.connection_invalidated or self._dialect.is_unavailable(exc):
             return StorageUnavailableError(f"{where} is unavailable: {detail}")
         if getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE or "no such table" in detail:

@@ -18,6 +18,7 @@ from typing import Any
 
 from storage_adapters import StorageUnavailableError
 
+from ..jobs import check_call
 from .bootstep import register_worker_step
 from .call_options import explain
 from .integration import ATTRIBUTE, CeleryIntegration, get_integration
@@ -61,6 +62,7 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
                         "a retry is never dropped" if retry else "fallback_to_celery",
                         exc.__cause__ or exc,
                     )
+        countdown = integration.celery_countdown(countdown)
         return original(
             name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id, **options
         )
@@ -70,6 +72,7 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
 
 def _task_schedule(task: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
     """``task.schedule(args, kwargs, countdown=…/eta=…, **options)``: always stored durably."""
+    check_call(args or (), kwargs or {})  # keyword names first: Celery's check wants strings
     if task.typing:  # the same argument check apply_async makes, at call time
         task.__header__(*(args or ()), **(kwargs or {}))
     merged = {k: v for k, v in task._get_exec_options().items() if v is not None}

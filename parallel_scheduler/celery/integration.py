@@ -17,12 +17,10 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
 from celery.utils import uuid
-from celery.utils.time import maybe_make_aware
 
 from storage_adapters import StorageUnavailableError
 
@@ -34,6 +32,7 @@ from ..scheduler_service import SchedulerService
 from ..settings import Settings
 from .broker_extras import require_broker_transport
 from .call_options import carried_options, explain, reasons_not_to_defer
+from .call_times import CallTime, read_call_time
 from .retries import is_retry, retry_job_id
 from .signals import job_scheduled
 from .wiring import build_service, dispatcher_for, envelopes_for
@@ -80,23 +79,29 @@ class CeleryIntegration:
 
     # -- calls ------------------------------------------------------------------------------
 
-    def delay_seconds(self, countdown: Any, eta: Any) -> float | None:
-        """How far ahead a call is due, by Celery's clock and time zone rules."""
-        if countdown is not None:
-            return float(countdown)
-        if isinstance(eta, datetime):
-            aware = maybe_make_aware(eta, self.app.timezone)
-            return float((aware - self.app.now()).total_seconds())
-        return None
+    def call_time(self, countdown: Any, eta: Any) -> CallTime:
+        """When a call is due, read as Celery reads ``countdown`` and ``eta`` (``call_times``);
+        ``InvalidJobError`` for a value Celery could not use either."""
+        return read_call_time(countdown, eta, self.app.timezone)
 
     def should_defer(self, countdown: Any, eta: Any) -> bool:
+        """Whether a call is due further ahead than ``eta_threshold``: every form of ``eta`` and
+        ``countdown`` Celery takes is measured (an ISO 8601 eta too), and one it cannot use is
+        refused by name, nothing stored. With no threshold, nothing is intercepted or read."""
         threshold = self.settings.eta_threshold
         if threshold is None:
             return False
-        delay = self.delay_seconds(countdown, eta)
+        delay = self.call_time(countdown, eta).delay(self.app.now())
         # A non-finite delay goes to storage too: the job model refuses it naming the value,
         # where Celery's own path would fail with a bare OverflowError/ValueError.
         return delay is not None and (not math.isfinite(delay) or delay > threshold)
+
+    def celery_countdown(self, countdown: Any) -> Any:
+        """The countdown to hand Celery's own path: a ``Decimal``, ``Fraction`` or ``timedelta``
+        (which Celery cannot add to a date) as its seconds, when the plugin reads countdowns."""
+        if self.settings.eta_threshold is None or not countdown or type(countdown) in (int, float):
+            return countdown
+        return self.call_time(countdown, None).countdown
 
     def schedule(
         self,
@@ -104,8 +109,8 @@ class CeleryIntegration:
         args: Sequence[Any] | None = None,
         kwargs: Mapping[str, Any] | None = None,
         *,
-        countdown: float | timedelta | None = None,
-        eta: datetime | None = None,
+        countdown: Any = None,
+        eta: Any = None,
         task_id: str | None = None,
         **options: Any,
     ) -> Any:
@@ -115,8 +120,7 @@ class CeleryIntegration:
         if reasons:
             raise InvalidJobError(f"cannot store a call of {name!r}: {explain(reasons)}")
         self._warn_if_unknown(name)
-        if isinstance(eta, datetime):
-            eta = maybe_make_aware(eta, self.app.timezone)
+        countdown, eta = self._due(countdown, eta)
         carried = carried_options(options, self.app.now())
         if "queue" not in carried:  # route now, by this app's task_routes and default queue,
             carried["queue"] = self._queue_for(name, args, kwargs)  # whoever releases it later
@@ -144,6 +148,17 @@ class CeleryIntegration:
         )
         result_cls = options.get("result_cls") or self.app.AsyncResult
         return result_cls(message_id or result.job_id)
+
+    def _due(self, countdown: Any, eta: Any) -> tuple[Any, Any]:
+        """``countdown`` and ``eta`` for ``JobSpec``, read as Celery reads them; an eta of epoch
+        seconds (``task.schedule()`` takes one) and an int or float countdown stay as given, so
+        that an error quotes what the caller wrote."""
+        if not countdown and _is_epoch(eta):
+            return None, eta
+        when = self.call_time(countdown, eta)
+        if when.countdown is not None and type(countdown) in (int, float):
+            return countdown, None
+        return when.countdown, when.eta
 
     def plan(
         self, task_id: str | None, options: Mapping[str, Any]
@@ -219,6 +234,10 @@ class CeleryIntegration:
     def make_service(self, owner: str | None = None) -> SchedulerService:
         """Both schedulers, sending through this app; fails at once on a bad storage URL."""
         return build_service(self.app, self.settings, owner)
+
+
+def _is_epoch(eta: Any) -> bool:
+    return type(eta) in (int, float)
 
 
 def get_integration(app: Any) -> CeleryIntegration:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 
 from storage_adapters import mask_url
+from storage_adapters.errors import one_line
 
 from .. import __version__
 from ..errors import ParallelSchedulerError
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(ns.handler(ns))
     except ParallelSchedulerError as exc:
-        say(f"parallel-scheduler: error: {_masked(str(exc), ns)}")
+        say(f"parallel-scheduler: error: {one_line(_masked(str(exc), ns))}")
         return 2
     except KeyboardInterrupt:
         return 130
@@ -89,6 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.debug("unexpected error", exc_info=True)
         say(
             f"parallel-scheduler: error: unexpected {type(exc).__name__}: "
-            f"{_masked(str(exc), ns)} (--log-level DEBUG shows where)"
+            f"{one_line(_masked(str(exc), ns))} (--log-level DEBUG shows where)"
         )
         return 2

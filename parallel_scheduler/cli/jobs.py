@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from storage_adapters import JobState
+from storage_adapters.errors import one_line
 
 from .opening import open_client, read
 from .options import count_arg, countdown_arg, instant_arg, json_arg
@@ -96,7 +97,7 @@ def cmd_schedule(ns: argparse.Namespace) -> int:
 
 
 def _no_such_job(job_id: str) -> int:
-    print(f"parallel-scheduler: no such job: {job_id}", file=sys.stderr)
+    print(f"parallel-scheduler: no such job: {one_line(job_id)}", file=sys.stderr)
     return 1
 
 
@@ -162,7 +163,7 @@ def cmd_cancel(ns: argparse.Namespace) -> int:
     else:
         for outcome in outcomes:
             if outcome["cancelled"]:
-                print(f"{outcome['id']} cancelled")
+                print(f"{one_line(outcome['id'])} cancelled")
             else:
-                print(f"{outcome['id']} not cancelled: no such scheduled job")
+                print(f"{one_line(outcome['id'])} not cancelled: no such scheduled job")
     return 0 if all(outcome["cancelled"] for outcome in outcomes) else 1

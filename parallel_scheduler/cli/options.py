@@ -100,14 +100,26 @@ def overrides(ns: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def json_arg(kind: type) -> Callable[[str], Any]:
+def json_arg(kind: type, field: str | None = None) -> Callable[[str], Any]:
+    """A JSON value of ``kind`` for ``field`` (default: ``args`` for a list, ``kwargs`` for an
+    object), nested no deeper than ``limits.MAX_NESTING``: what ``Client`` checks, refused here
+    before anything is opened."""
+    name = field or ("args" if kind is list else "kwargs")
+
     def parse(raw: str) -> Any:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+        except RecursionError:  # nested some thousand levels deep: past any limit
+            too_deep = limits.too_deep(name, limits.shown(raw))
+            raise argparse.ArgumentTypeError(str(too_deep)) from None
         if not isinstance(value, kind):
             raise argparse.ArgumentTypeError(f"must be a JSON {kind.__name__}")
+        try:
+            limits.check_nesting(name, value)
+        except InvalidJobError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         return value
 
     return parse
@@ -159,15 +171,17 @@ def instant_arg(raw: str) -> datetime:
 
 
 def count_arg(low: int) -> Callable[[str], int]:
-    """An integer ``>= low`` (``--limit``, ``--offset``)."""
+    """An integer from ``low`` to ``limits.MAX_PAGE`` (``--limit``, ``--offset``)."""
 
     def parse(raw: str) -> int:
         try:
             value = int(raw)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{raw!r} must be >= {low}")
+        if not low <= value <= limits.MAX_PAGE:  # checked before any storage call
+            raise argparse.ArgumentTypeError(
+                f"{limits.shown(raw)} must be from {low} to {limits.MAX_PAGE}"
+            )
         return value
 
     return parse

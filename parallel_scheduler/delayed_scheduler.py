@@ -89,7 +89,12 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         )
         self._dispatcher = dispatcher
         self._releaser = Releaser(
-            storage, dispatcher, self._clock, self.settings.lock_lease, listeners
+            storage,
+            dispatcher,
+            self._clock,
+            self.settings.lock_lease,
+            listeners,
+            self.settings.max_send_attempts,
         )
         self._script_release = script_release_for(storage, dispatcher)
         #: Batch mode on a storage that claims, sends and settles a chunk in one transaction
@@ -199,7 +204,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         return len(ids), outcomes
 
     def _made_progress(self, stats: PassStats) -> bool:
-        return stats.released + stats.expired > 0
+        return stats.released + stats.expired + stats.backed_off + stats.set_aside > 0
 
     def _next_work_at(self) -> float | None:
         """Due jobs, and claims whose lease runs out (the pass recovers those first)."""
@@ -209,7 +214,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         if stats.fetched or stats.recovered:
             logger.info(
                 "pass released %d of %d due job(s) (%d batch(es), %d expired, %d failed, "
-                "%d not claimed, %d recovered claims)",
+                "%d not claimed, %d recovered claims, %d that cannot be sent backed off, "
+                "%d set aside as failed)",
                 stats.released,
                 stats.fetched,
                 stats.batches,
@@ -217,5 +223,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
                 stats.failed,
                 stats.not_claimed,
                 stats.recovered,
+                stats.backed_off,
+                stats.set_aside,
                 extra=pass_event(stats.as_dict()),
             )

@@ -28,9 +28,10 @@ __all__ = [
 #: onto the broker's list by one storage script (``one_script``: Redis storage and broker).
 RELEASE_PATHS: Final = ("per_job", "batch", "fast_publish", "one_script")
 #: Why a claimed job was not released: the broker refused it (``dispatch_failed``: it stays
-#: Scheduled and is tried again), or it was sent but its claim had been recovered first
-#: (``fenced``: it may run twice).
-RELEASE_ERROR_REASONS: Final = ("dispatch_failed", "fenced")
+#: Scheduled and is tried again), it was sent but its claim had been recovered first
+#: (``fenced``: it may run twice), or it cannot be sent by its own fault (``unsendable``: it
+#: alone is tried again later; ``set_aside``: at its last attempt, it was marked Failed).
+RELEASE_ERROR_REASONS: Final = ("dispatch_failed", "fenced", "unsendable", "set_aside")
 
 
 class MetricsRecorder(Protocol):
@@ -94,4 +95,6 @@ def record_outcomes(recorder: MetricsRecorder, path: str, outcomes: Counter[Outc
     recorder.released(path, outcomes[Outcome.RELEASED])
     recorder.release_errors("dispatch_failed", outcomes[Outcome.FAILED])
     recorder.release_errors("fenced", outcomes[Outcome.FENCED])
+    recorder.release_errors("unsendable", outcomes[Outcome.BACKED_OFF])
+    recorder.release_errors("set_aside", outcomes[Outcome.SET_ASIDE])
     recorder.expired(outcomes[Outcome.EXPIRED])

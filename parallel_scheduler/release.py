@@ -35,19 +35,23 @@ from storage_adapters import (
 )
 
 from .clock import StorageClock
-from .dispatchers import BatchDispatchError, Dispatcher, lease_lost
+from .dispatchers import BatchDispatchError, Dispatcher, KeepGoing, decode_for_send, lease_lost
 from .envelopes import release_facts
-from .errors import LeaseLost
+from .errors import LeaseLost, UnsendableJobError
 from .held_lock import HeldLock
 from .retrying import call_dispatcher, call_storage
 from .stats import Outcome
 
-__all__ = ["ReleaseListener", "Releaser"]
+__all__ = ["FIRST_SEND_BACKOFF", "MAX_SEND_BACKOFF", "ReleaseListener", "Releaser", "send_backoff"]
 
 logger = logging.getLogger(__name__)
 
 #: Called after a job was sent, with the send time on the storage clock.
 ReleaseListener = Callable[[ClaimedJob, float], None]
+#: Seconds a job that could not be sent waits after its first attempt (see ``send_backoff``).
+FIRST_SEND_BACKOFF = 5.0
+#: The longest wait between two attempts at a job that could not be sent.
+MAX_SEND_BACKOFF = 300.0
 
 
 def _may_expire(claim: ClaimedJob) -> bool:
@@ -63,6 +67,39 @@ def _expired(claim: ClaimedJob, now: float) -> bool:
     return expires_at is not None and expires_at <= now
 
 
+def send_backoff(attempts: int) -> float:
+    """Seconds a job that could not be sent at its ``attempts``-th attempt waits before the
+    next: ``FIRST_SEND_BACKOFF``, doubling with every attempt, at most ``MAX_SEND_BACKOFF``. So
+    it is not claimed first again by every pass, while the jobs beside it are sent."""
+    doublings = min(max(attempts, 1), 32) - 1
+    return float(min(MAX_SEND_BACKOFF, FIRST_SEND_BACKOFF * 2**doublings))
+
+
+def _faulty(
+    claims: Sequence[ClaimedJob], unsendable: UnsendableJobError | None
+) -> list[tuple[ClaimedJob, str]]:
+    """The claims among ``claims`` that failed a send by their own fault, each with why: the
+    one a dispatcher named (``UnsendableJobError``), or, when it named none, those whose
+    stored arguments do not decode (a dispatcher that decodes without naming the job raises
+    its ``RecursionError`` for the whole chunk)."""
+    if unsendable is not None:
+        return [(c, unsendable.reason) for c in claims if c.id == unsendable.job_id][:1]
+    faulty: list[tuple[ClaimedJob, str]] = []
+    for claim in claims:
+        try:
+            decode_for_send(claim)
+        except UnsendableJobError as exc:
+            faulty.append((claim, exc.reason))
+    return faulty
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its control characters escaped, so a log line stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class _StorageSettlement:
     """``ChunkSettlement`` for claims taken by ``claim``/``claim_due``: each write is a storage
     call of its own, retried while storage is unreachable."""
@@ -75,6 +112,12 @@ class _StorageSettlement:
 
     def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
         call_storage(lambda: self._storage.unclaim(claims, reason))
+
+    def back_off(self, claims: Sequence[ClaimedJob], reason: str, delay: float) -> None:
+        call_storage(lambda: self._storage.back_off(claims, reason, delay))
+
+    def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        call_storage(lambda: self._storage.fail(claims, reason))
 
 
 class _RolledBackAfterSend(Exception):
@@ -89,8 +132,12 @@ class Releaser:
         clock: StorageClock,
         claim_lease: float,
         listeners: Sequence[ReleaseListener] = (),
+        max_send_attempts: int = 5,
     ) -> None:
+        """``max_send_attempts``: a job that cannot be sent (``UnsendableJobError``) is backed
+        off alone until its claim counts this many attempts, then set aside as failed."""
         self._storage = storage
+        self._max_send_attempts = max_send_attempts
         self._dispatcher = dispatcher
         self._clock = clock
         self._claim_lease = claim_lease
@@ -213,10 +260,26 @@ class Releaser:
             settlement.unclaim(live, "scheduler stopped before sending")
             outcomes[Outcome.STOPPED] += len(live)
             return [], [], outcomes
-        sent, started, error = self._send(live, lock, until)
-        if sent_to is not None:
-            sent_to.extend(sent)
-        unsent = live[len(sent) :]
+        sent: list[ClaimedJob] = []
+        started: list[float] = []
+        unsent = live
+        error: str | None = None
+        while unsent:
+            went, went_at, error, unsendable = self._send(unsent, lock, until)
+            sent += went
+            started += went_at
+            if sent_to is not None:  # before any settlement write, which may fail
+                sent_to.extend(went)
+            unsent = unsent[len(went) :]
+            faulty = _faulty(unsent, unsendable) if error is not None else []
+            if not faulty:
+                break
+            # Those jobs' own fault: each backs off alone, and the others go in this pass.
+            for claim, reason in faulty:
+                outcomes[self._set_aside(claim, reason, settlement)] += 1
+            at_fault = {claim.id for claim, _ in faulty}
+            unsent = [claim for claim in unsent if claim.id not in at_fault]
+            error = None
         if unsent and error is None:  # out of lease or time part-way: step aside, nothing failed
             reason = (
                 "the lock lease ran out before sending"
@@ -231,12 +294,44 @@ class Releaser:
             outcomes[Outcome.FAILED] += len(unsent)
         return sent, started, outcomes
 
+    def _set_aside(self, claim: ClaimedJob, reason: str, settlement: ChunkSettlement) -> Outcome:
+        """Back off one job that cannot be sent, or, at its last attempt, set it aside as
+        failed; said at ERROR, naming the job, its attempts and why."""
+        reason = _one_line(reason)
+        limit = self._max_send_attempts
+        if claim.attempts >= limit:
+            settlement.fail([claim], f"cannot be sent: {reason}")
+            logger.error(
+                "job %s set aside as failed: it could not be sent in %d attempt(s): %s "
+                "(`parallel-scheduler reschedule %s` queues it again)",
+                claim.id,
+                claim.attempts,
+                reason,
+                claim.id,
+                extra={"event": "job_failed", "job_id": claim.id, "attempts": claim.attempts},
+            )
+            return Outcome.SET_ASIDE
+        delay = send_backoff(claim.attempts)
+        settlement.back_off([claim], f"cannot be sent (attempt {claim.attempts}): {reason}", delay)
+        logger.error(
+            "job %s cannot be sent (attempt %d of %d; tried again in %s s, the jobs beside "
+            "it are sent meanwhile): %s",
+            claim.id,
+            claim.attempts,
+            limit,
+            f"{delay:g}",
+            reason,
+            extra={"event": "job_backed_off", "job_id": claim.id, "attempts": claim.attempts},
+        )
+        return Outcome.BACKED_OFF
+
     def _send(
         self, claims: list[ClaimedJob], lock: HeldLock, until: float | None = None
-    ) -> tuple[list[ClaimedJob], list[float], str | None]:
+    ) -> tuple[list[ClaimedJob], list[float], str | None, UnsendableJobError | None]:
         """Send ``claims`` with a few quick retries of the unsent tail; returns what went, when
-        each of those sends started (``time.monotonic()``) and the error (``None`` also when the
-        lease ran out, which is no failure of the broker).
+        each of those sends started (``time.monotonic()``), the error (``None`` also when the
+        lease ran out, which is no failure of the broker) and, when the send stopped at one job
+        that cannot be sent (not retried: it would fail again), that job's error too.
 
         The lock's local lease check runs before every send, so a holder frozen mid-batch does
         not send the rest of it after another scheduler may have taken those jobs over. The
@@ -246,9 +341,10 @@ class Releaser:
         sent: list[ClaimedJob] = []
         started: list[float] = []
         remaining = claims
+        unsendable: UnsendableJobError | None = None
 
         def attempt() -> None:
-            nonlocal remaining
+            nonlocal remaining, unsendable
             checks: list[float] = []
             attempt_started = time.monotonic()
 
@@ -269,16 +365,14 @@ class Releaser:
                 remaining = remaining[count:]
 
             try:
-                if len(remaining) == 1:
-                    if not keep_going():
-                        raise lease_lost()
-                    self._dispatcher.dispatch(remaining[0])
-                else:
-                    self._dispatcher.dispatch_many(remaining, keep_going)
+                self._dispatch(remaining, keep_going)
             except BatchDispatchError as exc:
                 went(exc.sent)
                 if isinstance(exc.cause, LeaseLost):
                     raise exc.cause from exc
+                if isinstance(exc.cause, UnsendableJobError):
+                    unsendable = exc.cause
+                    return
                 raise
             went(len(remaining))
 
@@ -287,11 +381,28 @@ class Releaser:
         except LeaseLost:
             why = "lock lease" if not lock.valid() else "time in the chunk's transaction"
             logger.warning("%s ran out; %d claimed job(s) left unsent", why, len(remaining))
-            return sent, started, None
+            return sent, started, None, None
         except Exception as exc:
-            logger.error("handing %d job(s) to the worker system failed: %s", len(remaining), exc)
-            return sent, started, f"{type(exc).__name__}: {exc}"
-        return sent, started, None
+            if not _faulty(remaining, None):  # one job's own fault is said as it backs off
+                logger.error(
+                    "handing %d job(s) to the worker system failed: %s", len(remaining), exc
+                )
+            return sent, started, f"{type(exc).__name__}: {exc}", None
+        error = None if unsendable is None else f"{type(unsendable).__name__}: {unsendable}"
+        return sent, started, error, unsendable
+
+    def _dispatch(self, jobs: list[ClaimedJob], keep_going: KeepGoing) -> None:
+        """Hand ``jobs`` to the dispatcher (one alone through ``dispatch``); a job that cannot
+        be sent is reported as a batch error, like the other ways a batch stops part-way."""
+        try:
+            if len(jobs) == 1:
+                if not keep_going():
+                    raise lease_lost()
+                self._dispatcher.dispatch(jobs[0])
+            else:
+                self._dispatcher.dispatch_many(jobs, keep_going)
+        except UnsendableJobError as exc:
+            raise BatchDispatchError(0, exc) from exc
 
     def _report_fenced(self, fenced: list[tuple[ClaimedJob, float]], deadline: float) -> None:
         """Say truthfully why a sent job could not be marked: another scheduler recovered its

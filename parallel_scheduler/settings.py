@@ -36,6 +36,8 @@ __all__ = [
 ENV_PREFIX = "PARALLEL_SCHEDULER_"
 CELERY_PREFIX = "parallel_scheduler_"
 RELEASE_MODES = ("per_job", "batch")
+#: The most ``max_send_attempts`` may be: a job that cannot be sent must be set aside soon.
+MAX_SEND_ATTEMPTS = 100
 ReleaseMode = Literal["per_job", "batch"]
 
 
@@ -67,6 +69,12 @@ class Settings:
     nothing; about half the release's CPU). The cost is storage while the job waits (the message
     repeats the arguments: with ~500-byte arguments a PostgreSQL row grows about 3x) and CPU in
     the caller at accept time. Off, every message is built at release.
+
+    ``max_send_attempts``: how many times a job its dispatcher cannot send (its arguments do
+    not decode, the broker cannot route it) is tried before it is set aside as ``failed``, with
+    its ``last_error``, until someone reschedules it. Between attempts the job alone waits, a
+    delay that doubles from ``release.FIRST_SEND_BACKOFF`` seconds; the jobs beside it are sent
+    meanwhile.
 
     ``eta_threshold`` (Celery plugin): ``apply_async`` calls whose countdown/eta lies more than
     this many seconds ahead go to durable storage; ``None`` leaves every call to Celery.
@@ -119,6 +127,7 @@ class Settings:
     poll_interval: float = 1.0
     lock_lease: float = 10.0
     release_mode: ReleaseMode = "batch"
+    max_send_attempts: int = 5
     max_payload_bytes: int = 512 * 1024
     eta_threshold: float | None = None
     fast_publish: bool = True
@@ -135,6 +144,7 @@ class Settings:
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
         _check_int("batch_size", self.batch_size, 1, 100_000)
+        _check_int("max_send_attempts", self.max_send_attempts, 1, MAX_SEND_ATTEMPTS)
         _check_int("max_payload_bytes", self.max_payload_bytes, 64, 64 * 1024 * 1024)
         _check_seconds("poll_interval", self.poll_interval, 0.01, 3600)
         _check_seconds("lock_lease", self.lock_lease, 0.5, 3600)

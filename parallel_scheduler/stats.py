@@ -42,6 +42,8 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"  # the hand-off failed: back to Scheduled, tried again later
     FENCED = "fenced"  # sent, but the claim had been recovered meanwhile: may run twice
     STOPPED = "stopped"  # left Scheduled: shutdown, lost lock or a failing dispatcher
+    BACKED_OFF = "backed_off"  # this job cannot be sent: Scheduled again later, on its own
+    SET_ASIDE = "set_aside"  # cannot be sent at its last attempt allowed: marked Failed
 
 
 @dataclass
@@ -57,6 +59,8 @@ class PassStats:
     failed: int = 0
     fenced: int = 0
     stopped: int = 0
+    backed_off: int = 0  # jobs that cannot be sent, due again later (not a failed pass)
+    set_aside: int = 0  # jobs that cannot be sent, marked Failed at their last attempt
     duration: float = 0.0
 
     def add_batch(self, fetched: int, outcomes: Counter[Outcome]) -> None:
@@ -68,6 +72,8 @@ class PassStats:
         self.failed += outcomes[Outcome.FAILED]
         self.fenced += outcomes[Outcome.FENCED]
         self.stopped += outcomes[Outcome.STOPPED]
+        self.backed_off += outcomes[Outcome.BACKED_OFF]
+        self.set_aside += outcomes[Outcome.SET_ASIDE]
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

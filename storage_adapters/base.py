@@ -14,7 +14,9 @@ Releasing a job is a three-step hand-off that never marks a job Enqueued before 
 1. **claim** (one id under its per-job lock, or a whole due batch in one statement): the job leaves
    the due set and becomes ``CLAIMED`` with a lease and the claimer's fencing token;
 2. the scheduler hands the payload to the worker system;
-3. **mark_enqueued** (sent) or **unclaim** (the hand-off failed; the job is due again at once).
+3. **mark_enqueued** (sent) or **unclaim** (the hand-off failed; the job is due again at once);
+   a job its dispatcher cannot send (``UnsendableJobError``) is **back_off** (due again later, on
+   its own) or, after its last attempt, **fail** (set aside as ``FAILED``).
 
 A claimer that dies between 1 and 3 leaves a claim whose lease runs out; the next lock holder's
 ``recover_expired_claims`` makes it due again. So a crash can send a job twice (at most the jobs in
@@ -97,6 +99,13 @@ class ChunkSettlement(Protocol):
     def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
         """These claims were not sent: ``SCHEDULED`` again, due at once, with ``reason``."""
 
+    def back_off(self, claims: Sequence[ClaimedJob], reason: str, delay: float) -> None:
+        """These claims cannot be sent for now: ``SCHEDULED`` again, due ``delay`` seconds from
+        now (storage clock), with ``reason``."""
+
+    def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        """These claims cannot be sent at all: set aside as ``FAILED``, with ``reason``."""
+
 
 @runtime_checkable
 class TransactionalReleaseStorage(Protocol):
@@ -169,7 +178,9 @@ class JobStore(Protocol):
         """``SCHEDULED`` -> ``CANCELLED``; ``False`` if the job is missing or not scheduled."""
 
     def reschedule(self, job_id: str, due_at: float) -> bool:
-        """Move a ``SCHEDULED`` job's due time; ``False`` if it is missing or not scheduled."""
+        """Move a ``SCHEDULED`` job's due time, or make a ``FAILED`` job ``SCHEDULED`` again at
+        ``due_at`` with its attempts reset to 0 (``last_error`` kept, for the record); ``False``
+        if it is missing or in another state."""
 
     def count_by_state(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zeros included)."""
@@ -219,6 +230,17 @@ class ReleaseStore(Protocol):
 
     def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
         """End claimed jobs that must not be sent (their ``expires`` passed): -> ``EXPIRED``."""
+
+    def back_off(self, claims: Sequence[ClaimedJob], error: str, delay: float) -> list[str]:
+        """Give back claimed jobs that could not be sent, for a later attempt: ``CLAIMED`` ->
+        ``SCHEDULED``, due ``delay`` (> 0) seconds after ``now()``, ``error`` as their
+        ``last_error``. So a job its dispatcher refuses is not claimed first by every pass.
+        Returns the ids that were still held under each claim's token."""
+
+    def fail(self, claims: Sequence[ClaimedJob], error: str) -> list[str]:
+        """Set aside claimed jobs that could not be sent after every attempt allowed: ``CLAIMED``
+        -> ``FAILED`` with ``error`` as their ``last_error`` (``reschedule`` brings one back).
+        Returns the ids that were still held under each claim's token."""
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
         """Make jobs whose claim lease ran out ``SCHEDULED`` again (``last_error`` says why).

@@ -18,6 +18,7 @@ __all__ = [
     "check_new_recurring",
     "check_save_mode",
     "epoch_seconds",
+    "error_text",
     "flag",
     "non_negative_offset",
     "optional_epoch_seconds",
@@ -43,6 +44,13 @@ def stored_seconds(value: object) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
+
+
+def error_text(error: str) -> str:
+    """A ``last_error`` given to ``back_off`` or ``fail``: a string."""
+    if not isinstance(error, str):
+        raise InvalidArgumentError(f"error must be a str, not {error!r}")
+    return error
 
 
 def positive_seconds(name: str, value: float) -> float:

@@ -42,13 +42,16 @@ _LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
 class JobState(str, enum.Enum):
-    """Where a job is in its life. Only ``SCHEDULED`` jobs are due; terminal states never change."""
+    """Where a job is in its life. Only ``SCHEDULED`` jobs are due; terminal states never change.
+    ``FAILED`` is a job set aside because it could not be sent after a bounded number of
+    attempts: not terminal, since ``reschedule`` makes it ``SCHEDULED`` again."""
 
     SCHEDULED = "scheduled"
     CLAIMED = "claimed"
     ENQUEUED = "enqueued"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+    FAILED = "failed"
 
     @property
     def is_terminal(self) -> bool:

@@ -28,6 +28,7 @@ from redis.exceptions import RedisClusterException
 from .checks import (
     RECOVERED_REASON,
     check_new_jobs,
+    error_text,
     positive_count,
 )
 from .errors import (
@@ -46,7 +47,7 @@ from .records import (
 )
 from .redis_browse import BROWSE_SCRIPTS, RedisBrowse
 from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
-from .redis_jobs import RedisJobs, lease_arg
+from .redis_jobs import RedisJobs, float_arg, lease_arg
 from .redis_link import RedisLink, parse_target
 from .redis_locks import RedisLocks
 from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
@@ -66,6 +67,7 @@ _SCRIPTS = (
     "claim_due",
     "release_to_lists",
     "settle",
+    "set_aside",
     "recover",
     "cancel",
     "reschedule",
@@ -512,6 +514,29 @@ class RedisStorage(
 
     def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
         return self._settle(claims, JobState.EXPIRED, reason)
+
+    def back_off(self, claims: Sequence[ClaimedJob], error: str, delay: float) -> list[str]:
+        return self._set_aside(claims, error, float_arg("delay", delay, positive=True))
+
+    def fail(self, claims: Sequence[ClaimedJob], error: str) -> list[str]:
+        return self._set_aside(claims, error, "")
+
+    def _set_aside(self, claims: Sequence[ClaimedJob], error: str, delay: str) -> list[str]:
+        """``lua/set_aside.lua``: due again ``delay`` seconds from now, or failed (``''``)."""
+        error = error_text(error)
+        if not claims:
+            return []
+        keys = [
+            self._key("claimed"),
+            self._state_key(JobState.CLAIMED),
+            self._key("schedule"),
+            self._state_key(JobState.FAILED),
+            self._key("all"),
+        ]
+        args = [self._key("job:"), error, delay]
+        for claim in claims:
+            args += (claim.id, str(claim.token))
+        return list(self._run("set_aside", keys, args))
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
         keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._key("schedule")]

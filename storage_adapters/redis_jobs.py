@@ -81,7 +81,7 @@ class RedisJobs(RedisHost):
         return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
 
     def reschedule(self, job_id: str, due_at: float) -> bool:
-        keys = [self._key("schedule"), self._key("all")]
+        keys = [self._key("schedule"), self._key("all"), self._state_key(JobState.FAILED)]
         args = [self._key("job:"), job_id, float_arg("due_at", due_at)]
         return bool(self._run("reschedule", keys, args))
 

@@ -28,7 +28,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from .base import Storage
-from .checks import check_new_jobs, non_negative_offset, positive_count
+from .checks import (
+    check_new_jobs,
+    error_text,
+    non_negative_offset,
+    positive_count,
+    positive_seconds,
+)
 from .errors import InvalidArgumentError
 from .records import (
     ClaimedJob,
@@ -215,6 +221,14 @@ class ShardedStorage:
 
     def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
         return self._each_shard_of(claims, lambda shard, part: shard.expire(part, reason))
+
+    def back_off(self, claims: Sequence[ClaimedJob], error: str, delay: float) -> list[str]:
+        error, delay = error_text(error), positive_seconds("delay", delay)
+        return self._each_shard_of(claims, lambda shard, part: shard.back_off(part, error, delay))
+
+    def fail(self, claims: Sequence[ClaimedJob], error: str) -> list[str]:
+        error = error_text(error)
+        return self._each_shard_of(claims, lambda shard, part: shard.fail(part, error))
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
         positive_count("limit", limit)

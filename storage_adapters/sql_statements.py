@@ -215,6 +215,16 @@ class Statements:
         self.expire = settle.values(
             state=_literal(JobState.EXPIRED), last_error=error, envelope=None
         )
+        # a job that cannot be sent: due again later on its own, or set aside for good
+        self.back_off = settle.values(
+            state=_literal(JobState.SCHEDULED),
+            claim_token=None,
+            last_error=error,
+            due_at=now + sa.bindparam("delay", type_=sa.Double),
+        )
+        self.fail = settle.values(
+            state=_literal(JobState.FAILED), claim_token=None, last_error=error, envelope=None
+        )
         limit = sa.bindparam("limit", type_=sa.Integer)
         lapsed = sa.select(jobs.c.id).where(claimed, jobs.c.lease_until < now).limit(limit)
         self.recover = (
@@ -279,11 +289,18 @@ class Statements:
             .where(by_id, scheduled)
             .values(state=_literal(JobState.CANCELLED), updated_at=now)
         )
-        # updated_at records state changes only, so moving the due time leaves it alone.
+        # updated_at records state changes only, so moving the due time leaves it alone; a
+        # failed job is queued again, its attempts counted afresh.
+        failed = state_is(jobs.c.state, JobState.FAILED)
         self.reschedule = (
             sa.update(jobs)
-            .where(by_id, scheduled)
-            .values(due_at=sa.bindparam("new_due_at", type_=sa.Double))
+            .where(by_id, sa.or_(scheduled, failed))
+            .values(
+                due_at=sa.bindparam("new_due_at", type_=sa.Double),
+                attempts=sa.case((failed, 0), else_=jobs.c.attempts),
+                updated_at=sa.case((failed, now), else_=jobs.c.updated_at),
+                state=_literal(JobState.SCHEDULED),
+            )
         )
         self.count_by_state = sa.select(jobs.c.state, sa.func.count().label("jobs")).group_by(
             jobs.c.state

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from .checks import (
     check_new_jobs,
     epoch_seconds,
+    error_text,
     non_negative_offset,
     positive_count,
     positive_seconds,
@@ -142,9 +143,14 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         return sorted(claims, key=lambda c: (c.due_at, c.id))
 
     def _settle(
-        self, statement: sa.Update, claims: Sequence[ClaimedJob], error: str | None = None
+        self,
+        statement: sa.Update,
+        claims: Sequence[ClaimedJob],
+        error: str | None = None,
+        **extra: float,
     ) -> list[str]:
-        """One statement per fencing token; several run as one transaction, so all or none."""
+        """One statement per fencing token; several run as one transaction, so all or none.
+        ``extra``: further bound parameters of ``statement``."""
         by_token: dict[int, list[str]] = {}
         for claim in claims:
             by_token.setdefault(claim.token, []).append(claim.id)
@@ -153,7 +159,12 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         settled: set[str] = set()
         if len(by_token) == 1:  # one statement, atomic by itself: the per-job path's mark
             ((token, ids),) = by_token.items()
-            params = {"ids": self._dialect.bind_ids(ids), "held_token": token, "error": error}
+            params = {
+                "ids": self._dialect.bind_ids(ids),
+                "held_token": token,
+                "error": error,
+                **extra,
+            }
             settled.update(row[0] for row in self._driver_rows(statement, params))
         else:
             with self._transaction() as conn:
@@ -162,6 +173,7 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
                         "ids": self._dialect.bind_ids(ids),
                         "held_token": token,
                         "error": error,
+                        **extra,
                     }
                     settled.update(conn.execute(statement, params).scalars())
         return [job_id for job_id in dict.fromkeys(c.id for c in claims) if job_id in settled]
@@ -174,6 +186,13 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
 
     def expire(self, claims: Sequence[ClaimedJob], reason: str) -> list[str]:
         return self._settle(self._sql.expire, claims, reason)
+
+    def back_off(self, claims: Sequence[ClaimedJob], error: str, delay: float) -> list[str]:
+        delay = positive_seconds("delay", delay)
+        return self._settle(self._sql.back_off, claims, error_text(error), delay=delay)
+
+    def fail(self, claims: Sequence[ClaimedJob], error: str) -> list[str]:
+        return self._settle(self._sql.fail, claims, error_text(error))
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
         return self._changed(self._sql.recover, {"limit": positive_count("limit", limit)})

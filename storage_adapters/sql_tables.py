@@ -256,6 +256,18 @@ def _v7_meta(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v8_failed(p: str, dialect: str) -> list[str]:
+    # Jobs set aside as failed are listed for people (the errors page, ``list --state failed``):
+    # on PostgreSQL a partial index of their own, which stays as small as they are few. SQLite's
+    # due index is (state, due_at, id) over every state already.
+    if dialect != "postgresql":
+        return []
+    return [
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_failed_due ON {p}_jobs (due_at, id) "
+        "WHERE state = 'failed'"
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
@@ -264,6 +276,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "an index on state and updated_at, for purging old finished jobs", _v5_finished),
     Migration(6, "indexes on (state, due_at, id) and (due_at, id), for browsing jobs", _v6_browse),
     Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
+    Migration(8, "an index on (due_at, id) of failed jobs, for listing them", _v8_failed),
 )
 
 

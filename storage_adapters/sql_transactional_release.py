@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .base import ChunkSettlement
+from .checks import positive_seconds
 from .records import ClaimedJob, JobState, LockLease
 from .sql_job_rows import claimed_job
 from .sql_plumbing import SQLPlumbing
@@ -38,7 +39,7 @@ def _state(state: JobState) -> sa.ColumnElement[str]:
 
 
 class TransactionalStatements:
-    """The claim that writes a chunk ``ENQUEUED`` at once, and the two settlements that undo it
+    """The claim that writes a chunk ``ENQUEUED`` at once, and the settlements that undo it
     for the jobs not sent, inside the same transaction."""
 
     def __init__(self, sql: Statements, jobs: sa.Table, dialect: Dialect) -> None:
@@ -77,6 +78,12 @@ class TransactionalStatements:
         settle = sa.update(jobs).where(*claimed).values(updated_at=now, last_error=error)
         self.expire = settle.values(state=_state(JobState.EXPIRED))
         self.unclaim = settle.values(state=_state(JobState.SCHEDULED), claim_token=None)
+        self.back_off = settle.values(
+            state=_state(JobState.SCHEDULED),
+            claim_token=None,
+            due_at=now + sa.bindparam("delay", type_=sa.Double),
+        )
+        self.fail = settle.values(state=_state(JobState.FAILED), claim_token=None)
 
 
 #: Runs one of ``TransactionalStatements``' statements, by name, on the open transaction.
@@ -97,10 +104,18 @@ class _Settlement:
     def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
         self._settle("unclaim", claims, reason)
 
-    def _settle(self, which: str, claims: Sequence[ClaimedJob], reason: str) -> None:
+    def back_off(self, claims: Sequence[ClaimedJob], reason: str, delay: float) -> None:
+        self._settle("back_off", claims, reason, delay=positive_seconds("delay", delay))
+
+    def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        self._settle("fail", claims, reason)
+
+    def _settle(
+        self, which: str, claims: Sequence[ClaimedJob], reason: str, **extra: float
+    ) -> None:
         if claims:
             ids = self._bind_ids([claim.id for claim in claims])
-            self._run(which, {"ids": ids, "held_token": self._token, "error": reason})
+            self._run(which, {"ids": ids, "held_token": self._token, "error": reason, **extra})
 
 
 class SQLTransactionalRelease(SQLPlumbing):
@@ -116,7 +131,7 @@ class SQLTransactionalRelease(SQLPlumbing):
         statements = self._transactional_statements()
         compiled = {
             name: self._prepared(getattr(statements, name))
-            for name in ("claim", "expire", "unclaim")
+            for name in ("claim", "expire", "unclaim", "back_off", "fail")
         }
         with self._held_cursor("release_in_transaction") as cursor:
 

@@ -33,6 +33,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "poll_interval": ("0.5", 0.5),
     "lock_lease": ("12.5", 12.5),
     "release_mode": ("per_job", "per_job"),
+    "max_send_attempts": ("3", 3),
     "max_payload_bytes": ("4096", 4096),
     "eta_threshold": ("5.5", 5.5),
     "fast_publish": ("false", False),  # the opt-out, --no-fast-publish as an option

@@ -51,6 +51,9 @@ def test_arguments_beat_environment_beat_celery_config() -> None:
         ("shards", 0, "shards must be an integer from 1 to 1024"),
         ("shards", 1025, "shards must be an integer from 1 to 1024"),
         ("shards", True, "shards"),
+        ("max_send_attempts", 0, "max_send_attempts must be an integer from 1 to 100"),
+        ("max_send_attempts", 101, "max_send_attempts must be an integer from 1 to 100"),
+        ("max_send_attempts", 2.5, "max_send_attempts"),
     ],
 )
 def test_bad_values_name_the_setting(name: str, value: object, message: str) -> None:

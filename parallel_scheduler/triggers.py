@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import zoneinfo
 from collections.abc import Iterator
 from dataclasses import KW_ONLY, asdict, dataclass
 from datetime import datetime, timedelta, timezone
@@ -39,7 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from .errors import InvalidJobError
-from .limits import MAX_INTERVAL, check_instant, check_interval
+from .limits import MAX_INTERVAL, check_instant, check_interval, shown
 
 __all__ = [
     "MISFIRE_POLICIES",
@@ -48,6 +49,7 @@ __all__ = [
     "Schedule",
     "next_tick",
     "plan_firing",
+    "zone_names",
 ]
 
 MisfirePolicy = Literal["skip", "run_once", "run_all"]
@@ -58,6 +60,24 @@ MISSED_COUNT_LIMIT = 10_000
 #: No zone has turned its clocks back by a day or more since 1970, so the repeated pass of a
 #: fall-back ends within this many seconds of the transition.
 _MAX_FALL_BACK = 86_400
+#: Keys ``zoneinfo`` lists or loads that name no IANA zone the same everywhere: ``localtime`` (a
+#: copy of the machine's ``/etc/localtime``), ``Factory`` (the tz database's "no zone set"
+#: placeholder), ``posixrules`` (a template), and the ``posix/``/``right/`` trees (copies, and
+#: leap-second clocks). A schedule in one of them would fire at other instants on another host.
+MACHINE_ZONE_KEYS = frozenset({"localtime", "Factory", "posixrules"})
+
+
+@lru_cache(maxsize=1)
+def zone_names() -> frozenset[str]:
+    """The IANA zone names a schedule may use: those this machine's tz database (or the
+    ``tzdata`` package) holds, but for ``MACHINE_ZONE_KEYS``."""
+    return frozenset(
+        name
+        for name in zoneinfo.available_timezones()
+        if name not in MACHINE_ZONE_KEYS and not name.startswith(("posix/", "right/"))
+    )
+
+
 _HOUR = 3600
 
 
@@ -156,10 +176,20 @@ class Schedule:
         return f"{self.cron!r} ({self.timezone})"
 
     def zone(self) -> ZoneInfo:
+        """The schedule's IANA zone; a key that is none (``localtime``, ``Factory``,
+        ``posixrules``: see ``MACHINE_ZONE_KEYS``) or is unknown is refused, naming it."""
+        name = self.timezone
+        if isinstance(name, str) and name in MACHINE_ZONE_KEYS:
+            raise InvalidJobError(
+                f"time zone {shown(name)} is not an IANA zone name: it stands for this machine's "
+                "own zone, or for none (use an IANA name such as Europe/Berlin, or UTC)"
+            )
         try:
-            return ZoneInfo(self.timezone)
+            if not isinstance(name, str) or name not in zone_names():
+                raise ZoneInfoNotFoundError(name)
+            return ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError, TypeError):
-            message = f"unknown time zone {self.timezone!r} (use an IANA name)"
+            message = f"unknown time zone {shown(name)} (use an IANA name)"
             raise InvalidJobError(message) from None
 
     def to_json(self) -> str:

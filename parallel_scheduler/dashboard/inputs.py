@@ -18,6 +18,7 @@ from storage_adapters import JobState
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH, validate_job_id
 
+from .. import triggers
 from ..errors import ParallelSchedulerError
 from ..limits import in_range
 
@@ -95,7 +96,8 @@ def parse_job_id(values: Mapping[str, str], field: str = "id") -> str:
 
 @lru_cache(maxsize=1)
 def zone_names() -> tuple[str, ...]:
-    return ("UTC", *sorted(zoneinfo.available_timezones() - {"UTC"}))
+    """The zones a person may pick: the IANA names a schedule may use (``triggers``)."""
+    return ("UTC", *sorted(triggers.zone_names() - {"UTC"}))
 
 
 @lru_cache(maxsize=64)

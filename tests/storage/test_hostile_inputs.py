@@ -24,6 +24,7 @@ import parallel_scheduler.celery
 import storage_adapters
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
+from parallel_scheduler.dashboard.inputs import zone_names
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.limits import MAX_NESTING, MAX_PAGE
 from storage_adapters import Storage, StorageUnavailableError
@@ -372,3 +373,29 @@ def test_an_unreachable_postgresql_is_one_line(capsys: pytest.CaptureFixture[str
     argv = ["--storage-url", "postgresql://postgres@127.0.0.1:1/test", "list"]
     line = _one_error_line(*run_cli(argv, capsys)[::2])
     assert "Connection refused Is the server running" in line, line
+
+
+# -- time zones that are not IANA zone names ---------------------------------------------------
+
+MACHINE_ZONES = ["localtime", "Factory", "posixrules", "posix/Europe/Paris", "right/UTC"]
+
+
+@pytest.mark.parametrize("zone", MACHINE_ZONES)
+def test_a_zone_key_that_is_no_iana_zone_is_refused_for_recurring_jobs(
+    target: Target, zone: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = target.snapshot()
+    jobs = Client(target.storage).recurring
+    message = _refused(lambda: jobs.save("nightly", "tasks.ok", "0 9 * * *", timezone=zone))
+    assert repr(zone) in message, message
+    argv = ["--storage-url", target.url, "--prefix", target.prefix, "recurring", "add"]
+    words = ["nightly", "tasks.ok", "--cron", "0 9 * * *", "--timezone", zone]
+    line = _one_error_line(*run_cli([*argv, *words], capsys)[::2])
+    assert repr(zone) in line, line
+    assert target.snapshot() == before
+
+
+def test_the_dashboard_offers_only_iana_zones() -> None:
+    offered = set(zone_names())
+    assert {"UTC", "Europe/Berlin", "America/New_York"} <= offered
+    assert not offered & set(MACHINE_ZONES)

@@ -1,4 +1,4 @@
-"""The Overview page and the Expired / errors page."""
+"""The Overview page and the Failed / expired / errors page."""
 
 from __future__ import annotations
 
@@ -25,9 +25,13 @@ def overview_page() -> Any:
 
 
 def errors_page() -> Any:
-    """Expired jobs (indexed by state) and scheduled jobs carrying a ``last_error`` (a release
-    that failed and will be retried; read with the bounded scan of the Jobs page)."""
+    """Failed jobs (set aside: they could not be sent after every attempt allowed) and expired
+    jobs (both indexed by state), and scheduled jobs carrying a ``last_error`` (a release that
+    failed and will be retried; read with the bounded scan of the Jobs page)."""
     client = dashboard().client
+    failed = fetch_page(
+        client.storage, JobFilter(state=JobState.FAILED), None, SECTION_ROWS, client.retry_for
+    )
     expired = fetch_page(
         client.storage, JobFilter(state=JobState.EXPIRED), None, SECTION_ROWS, client.retry_for
     )
@@ -41,6 +45,8 @@ def errors_page() -> Any:
     )
     return render_template(
         "errors.html",
+        failed=[Job.from_record(r) for r in failed.rows],
+        failed_page=failed,
         expired=[Job.from_record(r) for r in expired.rows],
         expired_page=expired,
         failing=[Job.from_record(r) for r in failing.rows],

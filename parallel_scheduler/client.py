@@ -146,7 +146,8 @@ class Client:
         eta: datetime | float | None = None,
         countdown: float | timedelta | None = None,
     ) -> bool:
-        """Move a scheduled job's due time; False if it is missing or no longer scheduled."""
+        """Move a scheduled job's due time, or queue a job set aside as failed again (its
+        attempts counted afresh); False if it is missing or in another state."""
         if eta is None and countdown is None:
             raise InvalidJobError("reschedule needs eta or countdown")
         due_at = due_time(self._clock.now(), eta=eta, countdown=countdown)

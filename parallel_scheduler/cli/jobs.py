@@ -39,7 +39,9 @@ def add_commands(commands: Any) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_show)
 
-    reschedule = commands.add_parser("reschedule", help="move a scheduled job's due time")
+    reschedule = commands.add_parser(
+        "reschedule", help="move a scheduled job's due time, or queue a failed job again"
+    )
     reschedule.add_argument("job_id", metavar="JOB_ID")
     _when(reschedule, required=True)
     reschedule.add_argument("--json", action="store_true", help="print {id, rescheduled, due_at}")
@@ -132,7 +134,7 @@ def cmd_reschedule(ns: argparse.Namespace) -> int:
     else:
         print(
             f"parallel-scheduler: {ns.job_id} not rescheduled: it is {view['state']}, "
-            "not scheduled",
+            "not scheduled or failed",
             file=sys.stderr,
         )
     return 0 if moved else 1

@@ -47,3 +47,16 @@ def test_a_batch_stops_at_the_unsendable_job_saying_which_and_how_many_went() ->
     assert isinstance(raised.value.cause, UnsendableJobError)
     # The release logs str(error): it names the job that is at fault.
     assert "poison-2" in str(raised.value)
+
+
+def test_the_redis_fast_path_names_the_job_whose_arguments_do_not_decode() -> None:
+    from celery import Celery
+
+    from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
+
+    app = Celery("unsendable", broker="redis://127.0.0.1:1/0")  # never reached: nothing is sent
+    app.conf.update(task_serializer="json", accept_content=["json"])
+    jobs = [claim("a", ORDINARY), claim("poison-3", TOO_DEEP), claim("b", ORDINARY)]
+    with pytest.raises(UnsendableJobError) as raised:
+        RedisPublisher(app).dispatch_many(jobs)
+    assert raised.value.job_id == "poison-3" and "do not decode" in raised.value.reason

@@ -17,6 +17,7 @@ from .checks import (
     positive_seconds,
     stored_seconds,
 )
+from .lookups import names_no_job
 from .records import JobRecord, JobState
 from .redis_host import RedisHost
 
@@ -62,6 +63,8 @@ class RedisJobs(RedisHost):
     """Read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
 
     def get_job(self, job_id: str) -> JobRecord | None:
+        if names_no_job(job_id):
+            return None
         with self._talking() as client:
             fields = client.hmget(self._key(f"job:{job_id}"), _JOB_FIELDS)
         return _record(job_id, fields) if fields[0] is not None else None
@@ -73,6 +76,8 @@ class RedisJobs(RedisHost):
         return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
 
     def cancel(self, job_id: str) -> bool:
+        if names_no_job(job_id):
+            return False
         keys = [
             self._key("schedule"),
             self._state_key(JobState.CANCELLED),
@@ -83,6 +88,8 @@ class RedisJobs(RedisHost):
     def reschedule(self, job_id: str, due_at: float) -> bool:
         keys = [self._key("schedule"), self._key("all"), self._state_key(JobState.FAILED)]
         args = [self._key("job:"), job_id, float_arg("due_at", due_at)]
+        if names_no_job(job_id):
+            return False
         return bool(self._run("reschedule", keys, args))
 
     def count_by_state(self) -> dict[JobState, int]:

@@ -74,7 +74,8 @@ def shard_of(job_id: str, shards: int) -> int:
     """The shard of ``job_id`` among ``shards`` (0-based); stable across processes."""
     if shards == 1:
         return 0
-    return zlib.crc32(shard_key(job_id).encode()) % shards
+    # surrogatepass: an id no job can have (a lone surrogate) still has a shard, to be not found in
+    return zlib.crc32(shard_key(job_id).encode("utf-8", "surrogatepass")) % shards
 
 
 def shard_prefix(prefix: str, shard: int) -> str:

@@ -22,6 +22,7 @@ from .checks import (
     positive_count,
     positive_seconds,
 )
+from .lookups import names_no_job
 from .records import ClaimedJob, JobRecord, JobState, LockLease, NewJob, validate_lock_name
 from .sharding import SHARDS_META, check_shard_count
 from .sql_browse_store import SQLBrowseStore
@@ -54,13 +55,13 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
     def exists(self) -> bool:
         """Whether ``setup()`` ever ran under this prefix (its jobs table exists); reads only."""
         jobs = self._tables.jobs
-        with self._engine.connect() as conn:
+        with self._connection() as conn:  # a server that is down: the contract's error
             return bool(sa.inspect(conn).has_table(jobs.name, schema=jobs.schema))
 
     def stored_shard_count(self) -> int | None:
         """The shard count recorded for this prefix (``None``: never recorded, one shard)."""
         meta = self._tables.meta
-        with self._engine.connect() as conn:  # a read: a store never set up has no record
+        with self._connection() as conn:  # a read: a store never set up has no record
             if not sa.inspect(conn).has_table(meta.name, schema=meta.schema):
                 return None
         value = self._scalar(sa.select(meta.c.value).where(meta.c.name == SHARDS_META))
@@ -208,6 +209,8 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
     # -- management -------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> JobRecord | None:
+        if names_no_job(job_id):
+            return None
         rows = self._rows(self._sql.get_job, {"job_id": job_id})
         return job_record(rows[0]) if rows else None
 
@@ -220,10 +223,14 @@ class SQLStorage(SQLRecurringStore, SQLRetentionStore, SQLInstanceStore, SQLBrow
         return [job_record(row) for row in rows]
 
     def cancel(self, job_id: str) -> bool:
+        if names_no_job(job_id):
+            return False
         return self._changed(self._sql.cancel, {"job_id": job_id}) == 1
 
     def reschedule(self, job_id: str, due_at: float) -> bool:
         params = {"job_id": job_id, "new_due_at": epoch_seconds("due_at", due_at)}
+        if names_no_job(job_id):
+            return False
         return self._changed(self._sql.reschedule, params) == 1
 
     def count_by_state(self) -> dict[JobState, int]:

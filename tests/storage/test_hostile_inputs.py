@@ -338,6 +338,20 @@ def test_an_id_that_cannot_exist_is_not_found_on_every_backend(
     assert client.reschedule(job_id, countdown=60) is False
 
 
+@pytest.mark.parametrize("job_id", IMPOSSIBLE_IDS)
+def test_an_id_that_cannot_exist_is_not_found_in_a_sharded_store(
+    tmp_path: Path, job_id: str
+) -> None:
+    store = storage_adapters.from_url(f"sqlite:///{tmp_path / 's.db'}", prefix="t1", shards=3)
+    store.setup()
+    try:
+        assert store.get_job(job_id) is None
+        assert store.cancel(job_id) is False
+        assert store.reschedule(job_id, store.now() + 60) is False
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize(
     ("command", "shown"),
     [("show", "a\\nb"), ("cancel", "a\\nb"), ("show", "a\\x00b"), ("cancel", "a\\x1b[31mb")],

@@ -14,6 +14,12 @@ beat reads the instance records once (one more round trip per interval, none per
 hands the ids of the live ones to ``on_live`` (``shard_assignment.ShardAssignment.update``). The
 record's details say which shards the process serves (``shards``; ``[0]`` without shards).
 
+The details' ``last_held`` says, per lock (``delayed-scheduler``, ``delayed-scheduler#3``), when
+this process's last pass under it ended, on the storage clock: ``status`` names the active
+instance of a free lock by it, so a process that only peeks is never the active one. ``locks``
+is what the process held at the beat; ``status`` shows storage's word instead, which a dead
+process's record cannot outlive.
+
 A storage error in a heartbeat is logged and the next interval tries again: liveness reporting
 never stops the scheduling it reports on.
 """
@@ -99,15 +105,20 @@ class Heartbeat:
         self.last_beat: float | None = None
 
     def details(self) -> str:
-        """The record's JSON details: last passes, locks held now, settings (passwords masked)."""
+        """The record's JSON details: last passes, when each lock was last held, locks held now,
+        settings (passwords masked)."""
         locks = []
+        last_held = {}
         for schedulers in self._schedulers.values():
             for scheduler in schedulers:
                 held = scheduler.held
                 if held is not None and held.valid():
                     locks.append(scheduler.lock_label)
+                if scheduler.last_held_at is not None:
+                    last_held[scheduler.lock_label] = round(scheduler.last_held_at, 6)
         view = {
             "last_pass": {kind: pass_view(s) for kind, s in self._schedulers.items()},
+            "last_held": dict(sorted(last_held.items())),
             "locks": sorted(locks),
             "shards": sorted(self._served()),
             "settings": self.settings.describe(),

@@ -109,6 +109,9 @@ class LockedScheduler(ABC, Generic[StatsT]):
         #: seconds): an idle scheduler is alive and watching, not stuck.
         self.held: HeldLock | None = None
         self.last_pass: tuple[float, StatsT] | None = None
+        #: When the last pass that held the lock ended (storage clock, estimated): what makes
+        #: this instance the active one while the lock is free (an idle pass never sets it).
+        self.last_held_at: float | None = None
 
     @property
     def lock_label(self) -> str:
@@ -186,6 +189,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
             self.held = None
             stats.duration = time.monotonic() - started
             self.last_pass = (time.time(), stats)
+            self.last_held_at = time.time() + self._clock.offset  # no round trip
             self.metrics.pass_seconds(self.LOCK_NAME.removesuffix("-scheduler"), stats.duration)
         return stats
 

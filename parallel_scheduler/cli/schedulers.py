@@ -1,10 +1,13 @@
 """``status``'s scheduler instances: every process's liveness record, alive or dead, what it
-did last, the locks it holds, the shards it serves (``[0]`` without shards; ``None`` for a
-record from a version that did not say) and which scheduler kind it is the active one for.
+did last, the locks it holds (storage's word), the shards it serves (``[0]`` without shards;
+``None`` for a record from a version that did not say) and which locks it is the active one for:
+the lock's holder, or while the lock is free, the instance whose last pass under it ended last.
+An instance that only peeks (idle passes take no lock) is never the active one.
 
 Like the rest of ``status`` it never fails on what storage holds: a record whose details are not
-JSON, or whose heartbeat or pid is not a number, is shown with a ``problem`` (and as dead when its
-age cannot be told), not as a traceback.
+JSON, or whose heartbeat, pid or lock times are not numbers, is shown with a ``problem`` (and as
+dead when its age cannot be told), not as a traceback. A record from before ``last_held`` counts
+its last pass that held a lock instead.
 """
 
 from __future__ import annotations
@@ -60,10 +63,6 @@ def _view(record: InstanceRecord, now: float, default_interval: float) -> dict[s
     age = None if heartbeat is None else round(max(0.0, now - heartbeat), 3)
     if record.pid < 0:
         problems.append("pid is not a number")
-    locks = details.get("locks", [])
-    if not isinstance(locks, list) or not all(isinstance(lock, str) for lock in locks):
-        problems.append(f"locks {locks!r} are not a list of names")
-        locks = []
     shards = details.get("shards")
     if shards is not None and (
         not isinstance(shards, list)
@@ -75,6 +74,7 @@ def _view(record: InstanceRecord, now: float, default_interval: float) -> dict[s
     if not isinstance(passes, dict):
         problems.append("last_pass is not a JSON object")
         passes = {}
+    last_held = _last_held(details, passes, problems)
     return {
         "id": record.id,
         "host": record.host,
@@ -84,10 +84,11 @@ def _view(record: InstanceRecord, now: float, default_interval: float) -> dict[s
         "heartbeat_at": instant("heartbeat_at", record.heartbeat_at, problems),
         "heartbeat_age_seconds": age,
         "alive": age is not None and age <= DEAD_AFTER_INTERVALS * interval,
-        "locks": locks,
+        "locks": [],  # filled from storage's lock holders
         "shards": shards,
         "active_for": [],
         "last_pass": {kind: passes.get(kind) for kind in KINDS},
+        "last_held": last_held,
         "settings": settings if isinstance(settings, dict) else None,
         "problem": "; ".join(problems) or None,
     }
@@ -99,25 +100,70 @@ def _last_pass_at(view: Mapping[str, Any], kind: str) -> float:
     return -math.inf if at is None else at
 
 
+def _held_by_passes(passes: Mapping[str, Any]) -> dict[str, float]:
+    """A record from before ``last_held``: its last pass of each kind, if it held the lock."""
+    held = {}
+    for kind in KINDS:
+        last = passes.get(kind)
+        if not isinstance(last, dict) or last.get("lock_acquired") is not True:
+            continue
+        at, shard = _number(last.get("at")), last.get("shard")
+        if at is None or last.get("idle") is True:
+            continue
+        numbered = isinstance(shard, int) and not isinstance(shard, bool)
+        held[f"{kind}-scheduler#{shard}" if numbered else f"{kind}-scheduler"] = at
+    return held
+
+
+def _last_held(
+    details: Mapping[str, Any], passes: Mapping[str, Any], problems: list[str]
+) -> dict[str, float]:
+    """When the instance's last pass under each lock ended, by lock name."""
+    if "last_held" not in details:
+        return _held_by_passes(passes)
+    raw = details["last_held"]
+    if not isinstance(raw, dict):
+        problems.append(f"last_held {str(raw)[:80]!r} is not a JSON object")
+        return {}
+    times = {label: _number(value) for label, value in raw.items()}
+    held = {label: at for label, at in times.items() if at is not None}
+    bad = [label for label in raw if label not in held]
+    if bad:
+        problems.append(f"last_held times of {', '.join(map(repr, bad[:3]))} are not numbers")
+    return held
+
+
+def _active_name(label: str) -> str:
+    """``delayed-scheduler`` -> ``delayed``, ``delayed-scheduler#3`` -> ``delayed#3``."""
+    name, sep, shard = label.partition("#")
+    return f"{name.removesuffix('-scheduler')}{sep}{shard}"
+
+
 def scheduler_views(
     records: list[InstanceRecord],
     now: float,
     default_interval: float,
     holders: Mapping[str, str | None],
 ) -> list[dict[str, Any]]:
-    """One view per record. ``holders`` maps a kind to the owner of its lock now (storage's
-    word, ``None`` when free): that instance is the active one; when the lock is free between
-    passes, the live instance whose pass of that kind ended last is."""
+    """One view per record. ``holders`` maps each lock (``delayed-scheduler``, or per shard
+    ``delayed-scheduler#3``) to its owner now, storage's word (``None`` when free): the owner
+    lists it under ``locks``, and is active for it (``delayed``, ``delayed#3``) when alive.
+    While a lock is free, the instance whose last pass under it ended last is active for it,
+    if alive; an instance that never held it (one that only peeks) never is."""
     views = [_view(record, now, default_interval) for record in records]
-    alive = [view for view in views if view["alive"]]
-    for kind in KINDS:
-        holder = holders.get(kind)
-        active = next((view for view in alive if view["id"] == holder), None)
-        if active is None and alive:
-            latest = max(alive, key=lambda view: _last_pass_at(view, kind))
-            active = latest if _last_pass_at(latest, kind) > -math.inf else None
-        if active is not None:
-            active["active_for"].append(kind)
+    by_id = {view["id"]: view for view in views}
+    for label, holder in holders.items():
+        active: dict[str, Any] | None
+        if holder is not None:
+            active = by_id.get(holder)
+            if active is not None:
+                active["locks"].append(label)
+        else:
+            active = max(views, key=lambda v: v["last_held"].get(label, -math.inf), default=None)
+            if active is not None and label not in active["last_held"]:
+                active = None
+        if active is not None and active["alive"]:
+            active["active_for"].append(_active_name(label))
     return views
 
 

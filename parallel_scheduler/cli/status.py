@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 from typing import Any
 
 import storage_adapters
-from storage_adapters import InstanceRecord, LockLease, StorageError
+from storage_adapters import InstanceRecord, LockLease, StorageError, shards_of
 
 from ..client import Client
 from ..delayed_scheduler import DelayedJobScheduler
@@ -22,7 +23,7 @@ from .opening import describe_storage, open_client, read
 from .render import instant, print_table
 from .schedulers import print_schedulers, scheduler_views
 
-__all__ = ["add_commands", "status_report"]
+__all__ = ["add_commands", "lock_leases", "status_report"]
 
 
 def add_commands(commands: Any) -> None:
@@ -47,10 +48,23 @@ def _holder(lease: LockLease | None, now: float) -> dict[str, Any] | None:
     }
 
 
+def lock_leases(client: Client) -> dict[str, LockLease | None]:
+    """Every scheduler lock's lease now, by the name people see: ``delayed-scheduler``, or with
+    shards one per shard, ``delayed-scheduler#3`` (each read from its shard's store)."""
+    stores = shards_of(client.storage)
+    names = (DelayedJobScheduler.LOCK_NAME, RecurringJobScheduler.LOCK_NAME)
+    leases: dict[str, LockLease | None] = {}
+    for shard, store in enumerate(stores):
+        for name in names:
+            label = name if len(stores) == 1 else f"{name}#{shard}"
+            leases[label] = read(client, partial(store.lock_holder, name))
+    return leases
+
+
 def status_report(client: Client) -> dict[str, Any]:
     storage = client.storage
-    holder = read(client, lambda: storage.lock_holder(DelayedJobScheduler.LOCK_NAME))
-    recurring_holder = read(client, lambda: storage.lock_holder(RecurringJobScheduler.LOCK_NAME))
+    leases = lock_leases(client)
+    holder, recurring_holder = list(leases.values())[:2]  # shard 0's: the whole store's
     next_due = read(client, storage.next_due_at)
     now = read(client, storage.now)
     problems: list[str] = []
@@ -60,10 +74,7 @@ def status_report(client: Client) -> dict[str, Any]:
         instances = read(client, storage.list_instances)
     except StorageError as exc:  # liveness is one section of status: the rest still shows
         unreadable.append(f"scheduler instances cannot be read: {exc}")
-    holders = {
-        "delayed": None if holder is None else holder.owner,
-        "recurring": None if recurring_holder is None else recurring_holder.owner,
-    }
+    holders = {label: None if lease is None else lease.owner for label, lease in leases.items()}
     interval = client.settings.heartbeat_interval
     return {
         "storage": describe_storage(client.settings.storage_url or storage_adapters.DEFAULT_URL),

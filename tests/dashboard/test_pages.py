@@ -121,10 +121,12 @@ def test_overview_shows_counts_due_now_lag_chart_and_instances(
     claimed = storage.claim("gone", lock, 30)
     assert claimed is not None
     assert storage.mark_enqueued([claimed]) == ["gone"]
+    # its details claim a lock; the page shows the one storage says it holds
     details = {"locks": ["parallel_scheduler.delayed"], "last_pass": {}, "settings": {}}
     storage.register_instance(
         InstanceRecord("sched-1", "host-a", 4242, "0.1.0", now, now, json.dumps(details))
     )
+    assert storage.acquire_lock("delayed-scheduler", "sched-1", 30) is not None
     body = text(web.get("/"))
     assert 'id="count-scheduled"' in body and ">3</td>" in body
     assert 'id="due-now">2<' in body
@@ -133,7 +135,9 @@ def test_overview_shows_counts_due_now_lag_chart_and_instances(
     bars = re.findall(r'class="bar" data-start="[^"]+" data-count="(\d+)"', body)
     assert len(bars) == 15 and sum(map(int, bars)) == 1
     assert 'data-instance-id="sched-1"' in body and "alive" in body
-    assert "parallel_scheduler.delayed" in body
+    assert '<td class="instance-locks">delayed-scheduler</td>' in body
+    assert '<td class="instance-active">delayed</td>' in body
+    assert "parallel_scheduler.delayed" not in body
 
 
 def test_recurring_and_errors_pages(web: FlaskClient, client: Client) -> None:

@@ -9,7 +9,8 @@ each looping only while this process serves the shard) over the store ``URL``/``
 dispatches, delayed jobs and recurring firings alike, becomes the line
 ``<job id> <real epoch time> <name>`` appended to ``--record`` with a single ``write`` on an
 ``O_APPEND`` descriptor (as ``scheduler_process.py`` records), so a line is whole or absent even
-when the process is SIGKILLed.
+when the process is SIGKILLed. ``--dispatch-delay`` makes each hand-off take that long, so a
+pass holds its lock long enough for a test to act during it.
 
 Its instance id, which is also its lock owner, is ``<name>:<pid>``, so the test can tell whose
 heartbeat record and whose lock it is reading. The ready file is written once ``start()`` has
@@ -44,6 +45,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--poll-interval", type=float, default=0.05)
     parser.add_argument("--lock-lease", type=float, default=2.0)
     parser.add_argument("--heartbeat-interval", type=float, default=0.25)
+    parser.add_argument("--dispatch-delay", type=float, default=0.0)
     return parser.parse_args(argv)
 
 
@@ -67,6 +69,8 @@ def main(argv: list[str]) -> int:
     fd = os.open(ns.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def record(task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
+        if ns.dispatch_delay:
+            time.sleep(ns.dispatch_delay)
         os.write(fd, f"{job_id} {time.time():.6f} {ns.name}\n".encode())
 
     settings = Settings(

@@ -48,6 +48,7 @@ from .records import (
     JobRecord,
     JobState,
     LockLease,
+    ManualFiring,
     NewJob,
     NewRecurring,
     RecurringRecord,
@@ -334,6 +335,19 @@ class RecurringStore(Protocol):
         ``None``. Returns, per job, whether it was created (``False``: that firing existed).
         A sharded store also needs each job's id in the firing form of this recurring job
         (``<recurring id>@<UTC time>Z``, see sharding.py), which puts it in the same shard.
+        """
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        """Record a manual trigger: atomically add ``firing.job`` (idempotent on id) and set
+        last_run_at and history, bumping the version; next_run_at and enabled stay as they are.
+
+        Acts only if the stored version is still ``version``, else changes nothing and returns
+        ``None`` (a missing recurring job is stale too). No lock: it fires no tick, and the
+        version orders it with the scheduler's firings. Returns whether the job was created.
+        A sharded store needs the job's id in this recurring job's trigger form
+        (``<recurring id>@trigger-...``).
         """
 
     def count_recurring(self) -> int:

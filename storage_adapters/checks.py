@@ -8,12 +8,20 @@ from collections.abc import Sequence
 from math import isfinite as _isfinite
 
 from .errors import InvalidArgumentError, InvalidRecordError
-from .records import MAX_TASK_NAME_LENGTH, Firing, NewJob, NewRecurring, validate_job_id
+from .records import (
+    MAX_TASK_NAME_LENGTH,
+    Firing,
+    ManualFiring,
+    NewJob,
+    NewRecurring,
+    validate_job_id,
+)
 
 __all__ = [
     "RECOVERED_REASON",
     "SAVE_MODES",
     "check_firing",
+    "check_manual_firing",
     "check_new_jobs",
     "check_new_recurring",
     "check_save_mode",
@@ -137,3 +145,9 @@ def check_firing(version: int, firing: Firing) -> None:
     optional_epoch_seconds("next_run_at", firing.next_run_at)
     optional_epoch_seconds("last_run_at", firing.last_run_at)
     check_new_jobs(firing.jobs)
+
+
+def check_manual_firing(version: int, firing: ManualFiring) -> None:
+    """A trigger, checked as ``check_firing`` checks a firing (it always has a last run)."""
+    epoch_seconds("last_run_at", firing.last_run_at)
+    check_firing(version, Firing(None, firing.last_run_at, firing.history, (firing.job,)))

@@ -23,6 +23,7 @@ __all__ = [
     "JobRecord",
     "JobState",
     "LockLease",
+    "ManualFiring",
     "NewJob",
     "NewRecurring",
     "RecurringRecord",
@@ -161,6 +162,16 @@ class Firing:
     last_run_at: float | None
     history: str
     jobs: tuple[NewJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ManualFiring:
+    """What a manual trigger of a recurring job writes, atomically with its one firing job: its
+    last run and history, never its next run (the schedule's ticks are not moved)."""
+
+    last_run_at: float
+    history: str
+    job: NewJob
 
 
 @dataclass(frozen=True, slots=True)

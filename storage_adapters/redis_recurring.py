@@ -18,6 +18,7 @@ import redis
 
 from .checks import (
     check_firing,
+    check_manual_firing,
     check_new_recurring,
     check_save_mode,
     epoch_seconds,
@@ -26,7 +27,15 @@ from .checks import (
     positive_count,
 )
 from .errors import RecordExistsError, RecordNotFoundError
-from .records import Firing, LockLease, NewJob, NewRecurring, RecurringRecord, SaveMode
+from .records import (
+    Firing,
+    LockLease,
+    ManualFiring,
+    NewJob,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
+)
 
 __all__ = ["RECURRING_SCRIPTS", "RedisRecurring"]
 
@@ -36,6 +45,7 @@ RECURRING_SCRIPTS = (
     "set_recurring_enabled",
     "remove_recurring",
     "fire_recurring",
+    "trigger_recurring",
     "due_recurring",
     "list_recurring",
 )
@@ -191,6 +201,20 @@ class RedisRecurring:
         ]
         stored = self._run("fire_recurring", keys, args)
         return None if stored is None else [bool(flag) for flag in stored]
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        check_manual_firing(version, firing)
+        keys = [self._recurring_key(recurring_id), *self._job_keys()]
+        args = [
+            str(version),
+            _time_arg("last_run_at", firing.last_run_at),
+            firing.history,
+            *self._job_args((firing.job,)),
+        ]
+        stored = self._run("trigger_recurring", keys, args)
+        return None if stored is None else bool(stored)
 
     def count_recurring(self) -> int:
         with self._talking() as client:

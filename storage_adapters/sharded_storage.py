@@ -44,6 +44,7 @@ from .records import (
     JobRecord,
     JobState,
     LockLease,
+    ManualFiring,
     NewJob,
     NewRecurring,
     RecurringRecord,
@@ -348,6 +349,18 @@ class ShardedStorage:
         if held is None:
             return None
         return self.shards[shard].fire_recurring(recurring_id, version, held, firing)
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        shard = shard_of(recurring_id, len(self.shards))
+        if shard_of(firing.job.id, len(self.shards)) != shard:
+            raise InvalidArgumentError(
+                f"trigger job id {firing.job.id!r} does not fall in recurring job "
+                f"{recurring_id!r}'s shard: a trigger's id must be '<recurring id>@trigger-...' "
+                "(firing_ids.py)"
+            )
+        return self.shards[shard].trigger_recurring(recurring_id, version, firing)
 
     def count_recurring(self) -> int:
         return sum(shard.count_recurring() for shard in self.shards)

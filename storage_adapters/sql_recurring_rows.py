@@ -11,10 +11,10 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
-from .checks import check_firing, check_new_recurring
-from .records import Firing, NewRecurring, RecurringRecord
+from .checks import check_firing, check_manual_firing, check_new_recurring
+from .records import Firing, ManualFiring, NewRecurring, RecurringRecord
 
-__all__ = ["firing_params", "recurring_record", "save_params"]
+__all__ = ["firing_params", "recurring_record", "save_params", "trigger_params"]
 
 
 def save_params(recurring: NewRecurring) -> dict[str, Any]:
@@ -38,6 +38,18 @@ def firing_params(recurring_id: str, version: int, firing: Firing) -> dict[str, 
         "recurring_id": recurring_id,
         "expected_version": version,
         "new_next_run_at": firing.next_run_at,
+        "new_last_run_at": firing.last_run_at,
+        "new_history": firing.history,
+    }
+
+
+def trigger_params(recurring_id: str, version: int, firing: ManualFiring) -> dict[str, Any]:
+    """The bound parameters of ``Statements.trigger_recurring``, with ``firing.job`` checked as
+    ``add_jobs`` checks it."""
+    check_manual_firing(version, firing)
+    return {
+        "recurring_id": recurring_id,
+        "expected_version": version,
         "new_last_run_at": firing.last_run_at,
         "new_history": firing.history,
     }

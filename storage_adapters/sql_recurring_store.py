@@ -11,9 +11,9 @@ from .checks import (
     positive_count,
 )
 from .errors import RecordExistsError, RecordNotFoundError
-from .records import Firing, LockLease, NewRecurring, RecurringRecord, SaveMode
+from .records import Firing, LockLease, ManualFiring, NewRecurring, RecurringRecord, SaveMode
 from .sql_plumbing import RollBack, SQLPlumbing
-from .sql_recurring_rows import firing_params, recurring_record, save_params
+from .sql_recurring_rows import firing_params, recurring_record, save_params, trigger_params
 from .sql_statements import INITIAL_RECURRING_VERSION
 
 __all__ = ["SQLRecurringStore"]
@@ -68,6 +68,18 @@ class SQLRecurringStore(SQLPlumbing):
             if conn.execute(self._sql.fire_recurring, params).first() is None:
                 raise RollBack
             return self._insert_jobs(conn, firing.jobs)
+        return None
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        """As ``fire_recurring``: the compare-and-set first, then the job, in one transaction."""
+        params = trigger_params(recurring_id, version, firing)
+        with self._transaction() as conn:
+            if conn.execute(self._sql.trigger_recurring, params).first() is None:
+                raise RollBack
+            (created,) = self._insert_jobs(conn, (firing.job,))
+            return created
         return None
 
     def count_recurring(self) -> int:

@@ -393,6 +393,17 @@ class Statements:
             )
             .returning(rec.c.id)
         )
+        # A trigger: the same compare-and-set, without the lock and leaving next_run_at alone.
+        self.trigger_recurring = (
+            sa.update(rec)
+            .where(by_id, rec.c.version == sa.bindparam("expected_version", type_=sa.BigInteger))
+            .values(
+                last_run_at=sa.bindparam("new_last_run_at", type_=sa.Double),
+                history=sa.bindparam("new_history", type_=sa.Text),
+                **bump,
+            )
+            .returning(rec.c.id)
+        )
         self.save_recurring = self._save_recurring(dialect, by_id, bump)
 
     def _save_recurring(

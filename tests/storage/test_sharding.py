@@ -128,6 +128,17 @@ def test_a_recurring_job_and_its_firing_share_a_shard(open_store: OpenStore) -> 
     with pytest.raises(InvalidArgumentError, match="do not fall in recurring job"):
         store.fire_recurring("nightly", due.version + 1, lock, stray)
     assert store.get_job("elsewhere-7") is None
+    # a trigger's job lands there too, and one with an id that falls elsewhere is refused
+    trigger_id = "nightly@trigger-2026-11-30T02:00:00.123456Z"
+    triggered = storage_adapters.ManualFiring(now, "[]", job(trigger_id, now))
+    after = store.get_recurring("nightly")
+    assert after is not None
+    assert store.trigger_recurring("nightly", after.version, triggered) is True
+    assert home.get_job(trigger_id) is not None
+    elsewhere = storage_adapters.ManualFiring(now, "[]", job("elsewhere-7", now))
+    with pytest.raises(InvalidArgumentError, match="does not fall in recurring job"):
+        store.trigger_recurring("nightly", after.version + 1, elsewhere)
+    assert store.get_job("elsewhere-7") is None
 
 
 # -- the recorded shard count ----------------------------------------------------------------

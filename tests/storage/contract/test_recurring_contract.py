@@ -6,8 +6,21 @@ from datetime import datetime, timezone
 
 import pytest
 
-from storage_adapters import Firing, JobState, LockLease, NewJob, NewRecurring, Storage
-from storage_adapters.errors import InvalidIdentifierError, RecordExistsError, RecordNotFoundError
+from storage_adapters import (
+    Firing,
+    JobState,
+    LockLease,
+    ManualFiring,
+    NewJob,
+    NewRecurring,
+    Storage,
+)
+from storage_adapters.errors import (
+    InvalidArgumentError,
+    InvalidIdentifierError,
+    RecordExistsError,
+    RecordNotFoundError,
+)
 from tests.together import together
 from tests.waiting import wait_until
 
@@ -178,6 +191,75 @@ def test_racing_firings_of_one_version_succeed_once(storage: Storage) -> None:
     wins = together(fire_all, range(2))
     assert sum(wins) == len(ids)
     assert sum(storage.count_by_state().values()) == len(ids)
+
+
+def trigger(rid: str, at: float, history: str = "[]") -> ManualFiring:
+    """A manual trigger of ``rid`` at ``at``, its job id in the trigger form."""
+    moment = datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    job = NewJob(id=f"{rid}@trigger-{moment}", task="tasks.report", payload="{}", due_at=at)
+    return ManualFiring(last_run_at=at, history=history, job=job)
+
+
+def test_a_trigger_adds_its_job_and_leaves_the_schedule_alone(storage: Storage) -> None:
+    # Given a recurring job due later, and one due now
+    now = storage.now()
+    storage.save_recurring(recurring("r", now + 3600), "create")
+    storage.save_recurring(recurring("due", now - 1), "create")
+    before = storage.get_recurring("r")
+    assert before is not None
+    # When it is triggered, without any lock
+    fired = trigger("r", now, history='[{"job_id":"x","trigger":true}]')
+    assert storage.trigger_recurring("r", before.version, fired) is True
+    # Then its job is due now, and only its last run and history changed
+    job = storage.get_job(fired.job.id)
+    assert job is not None and job.state is JobState.SCHEDULED
+    assert job.due_at == pytest.approx(now, abs=1e-3)
+    after = storage.get_recurring("r")
+    assert after is not None
+    assert after.last_run_at == pytest.approx(now, abs=1e-3)
+    assert after.history == '[{"job_id":"x","trigger":true}]'
+    assert after.version == before.version + 1
+    assert (after.next_run_at, after.enabled) == (before.next_run_at, before.enabled)
+    assert [r.id for r in storage.fetch_due_recurring(10)] == ["due"]
+    # And a triggered job that is due keeps its place in the due index
+    (due,) = storage.fetch_due_recurring(10)
+    assert storage.trigger_recurring("due", due.version, trigger("due", now)) is True
+    assert [(r.id, r.next_run_at) for r in storage.fetch_due_recurring(10)] == [
+        ("due", due.next_run_at)
+    ]
+
+
+def test_a_trigger_on_a_stale_version_or_a_missing_job_changes_nothing(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("r", now + 60), "create")
+    record = storage.get_recurring("r")
+    assert record is not None
+    assert storage.trigger_recurring("r", record.version + 1, trigger("r", now)) is None
+    assert storage.trigger_recurring("missing", 1, trigger("missing", now)) is None
+    assert storage.get_job(trigger("r", now).job.id) is None
+    assert storage.get_job(trigger("missing", now).job.id) is None
+    assert storage.get_recurring("r") == record
+    with pytest.raises(InvalidArgumentError):
+        bad = ManualFiring(float("nan"), "[]", trigger("r", now).job)
+        storage.trigger_recurring("r", record.version, bad)
+    assert storage.get_recurring("r") == record
+
+
+def test_a_trigger_and_a_firing_of_one_version_succeed_once(storage: Storage) -> None:
+    # Given a due recurring job, read once by a scheduler and a trigger alike
+    now = storage.now()
+    storage.save_recurring(recurring("r", now - 1), "create")
+    (record,) = storage.fetch_due_recurring(10)
+    lock = take_lock(storage)
+    # When the trigger writes first, the firing computed from the same version is stale
+    assert storage.trigger_recurring("r", record.version, trigger("r", now)) is True
+    assert storage.fire_recurring("r", record.version, lock, firing("r", now - 1, now + 60)) is None
+    # And the firing of the version after it goes through
+    (again,) = storage.fetch_due_recurring(10)
+    assert storage.fire_recurring("r", again.version, lock, firing("r", now - 1, now + 60)) == [
+        True
+    ]
+    assert storage.count_by_state()[JobState.SCHEDULED] == 2
 
 
 def test_remove(storage: Storage) -> None:

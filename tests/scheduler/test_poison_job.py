@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -24,11 +24,18 @@ from prometheus_client import CollectorRegistry
 
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobState, Settings
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
-from parallel_scheduler.dispatchers import Dispatcher
+from parallel_scheduler.dispatchers import (
+    BatchDispatchError,
+    Dispatcher,
+    KeepGoing,
+    always,
+    lease_lost,
+)
 from parallel_scheduler.envelopes import with_envelopes
+from parallel_scheduler.errors import UnsendableJobError
 from parallel_scheduler.metrics import PREFIX, PrometheusRecorder
 from parallel_scheduler.release import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
-from storage_adapters import NewJob, Storage
+from storage_adapters import ClaimedJob, NewJob, Storage
 from tests.conftest import REDIS_URL, require_server
 
 ORDINARY = 200
@@ -55,6 +62,29 @@ class Recording:
         self.sent.append(job_id)
 
 
+class Refusing:
+    """A broker that refuses one job it cannot route, the way RabbitMQ does an unroutable
+    message: a chunk holding it is sent all or nothing, so nothing of that chunk went, and the
+    error names the job (``UnsendableJobError``)."""
+
+    reason = "no such exchange"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.dispatcher = self
+
+    def dispatch(self, job: ClaimedJob) -> None:
+        self.dispatch_many([job])
+
+    def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
+        if not keep_going():
+            raise BatchDispatchError(0, lease_lost())
+        for job in jobs:
+            if job.id == POISON:
+                raise BatchDispatchError(0, UnsendableJobError(job.id, self.reason))
+        self.sent += (job.id for job in jobs)
+
+
 class RedisBroker:
     """Celery's fast path to the Redis broker on the storage tests' server, onto a queue of
     this test's own; ``sent`` reads the job ids off that queue's list."""
@@ -79,10 +109,16 @@ class RedisBroker:
         self._client.close()
 
 
-@pytest.fixture(params=["callable", "redis-broker"])
-def sender(request: pytest.FixtureRequest) -> Iterator[Recording | RedisBroker]:
+Sender = Recording | RedisBroker | Refusing
+
+
+@pytest.fixture(params=["callable", "redis-broker", "refusing-broker"])
+def sender(request: pytest.FixtureRequest) -> Iterator[Sender]:
     if request.param == "callable":
         yield Recording()
+        return
+    if request.param == "refusing-broker":
+        yield Refusing()
         return
     broker = RedisBroker()
     try:
@@ -110,7 +146,7 @@ def make_due(storage: Storage, job_id: str) -> None:
 
 @pytest.mark.parametrize("mode", ["batch", "per_job"])
 def test_every_ordinary_job_is_sent_in_the_pass_the_poison_job_backs_off(
-    storage: Storage, sender: Recording | RedisBroker, mode: str, caplog: pytest.LogCaptureFixture
+    storage: Storage, sender: Sender, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a poison job due among 200 ordinary ones
     ordinary = add_poison_and_ordinary(storage, sender.dispatcher)
@@ -132,7 +168,8 @@ def test_every_ordinary_job_is_sent_in_the_pass_the_poison_job_backs_off(
     # And the poison job alone is Scheduled again, later, with an error that says why
     poison = storage.get_job(POISON)
     assert poison is not None and poison.state is JobState.SCHEDULED
-    assert poison.last_error is not None and "do not decode" in poison.last_error
+    reason = sender.reason if isinstance(sender, Refusing) else "do not decode"
+    assert poison.last_error is not None and reason in poison.last_error
     assert poison.due_at >= storage.now() + FIRST_SEND_BACKOFF - 2
     assert storage.fetch_due_ids(10) == []
     # And the log names the job and the reason, in words, and blames no chunk

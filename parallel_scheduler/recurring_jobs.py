@@ -7,6 +7,9 @@ racing scheduler) creates nothing: each tick fires exactly once. A manual trigge
 ``R@trigger-<UTC time to the microsecond>``. That id form is reserved (``firing_ids``):
 ``schedule()`` refuses it, so no delayed job can squat a tick.
 
+A manual trigger counts as a run (``recurring_history``): it is recorded in the recent firings
+and the last run, never in the next run, so it moves no tick.
+
 Reading a stored recurring job never fails: a row whose schedule no longer validates, whose
 payload or history is unreadable, or whose next/last run is outside the valid range is returned
 with ``problem`` saying what is wrong, so one bad row cannot break ``list`` for everyone.
@@ -23,6 +26,7 @@ from typing import Any, TypeVar
 
 from storage_adapters import (
     InvalidIdentifierError,
+    ManualFiring,
     NewJob,
     NewRecurring,
     RecordExistsError,
@@ -35,17 +39,26 @@ from storage_adapters import (
 from storage_adapters.sharding import verify_shard_count
 
 from .clock import StorageClock
-from .errors import InvalidJobError
+from .errors import InvalidJobError, ParallelSchedulerError
 from .firing_ids import firing_id, trigger_id
 from .jobs import JobSpec, StoredCall, display_instant, utc_datetime
 from .limits import in_range
+from .recurring_history import (
+    HISTORY_LIMIT,
+    RecentFiring,
+    add_history,
+    later_run,
+    read_history,
+    recent_firings,
+)
 from .retrying import call_storage
 from .triggers import MisfirePolicy, Schedule, next_tick
 
-__all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "firing_id"]
+__all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "add_history", "firing_id"]
 
 T = TypeVar("T")
-HISTORY_LIMIT = 20  # recent firings kept per recurring job
+#: How often a trigger re-reads a recurring job that changed between its read and its write.
+TRIGGER_ATTEMPTS = 10
 MAX_RECURRING_ID_LENGTH = 200 - len("@trigger-2026-01-01T00:00:00.000000Z")
 
 
@@ -104,24 +117,6 @@ def _plain_type(value: object, default: object) -> bool:
     return value is None or (numeric and math.isfinite(value))  # type: ignore[arg-type]
 
 
-def _read_history(history: str, problems: list[str]) -> list[dict[str, Any]]:
-    try:
-        entries = json.loads(history or "[]")
-    except ValueError as exc:
-        problems.append(f"history is unreadable ({exc})")
-        return []
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        problems.append("history is not a list of firings")
-        return []
-    return entries
-
-
-def add_history(history: str, entries: Sequence[tuple[float, str]]) -> str:
-    """The history JSON with ``entries`` (tick, job id) appended, the oldest dropped."""
-    kept = json.loads(history or "[]") + [{"tick": t, "job_id": j} for t, j in entries]
-    return json.dumps(kept[-HISTORY_LIMIT:], separators=(",", ":"))
-
-
 @dataclass(frozen=True)
 class RecurringJob(StoredCall):
     schedule: Schedule
@@ -146,9 +141,13 @@ class RecurringJob(StoredCall):
             enabled=record.enabled,
             next_run_at=_shown_instant("next_run_at", record.next_run_at, problems),
             last_run_at=_shown_instant("last_run_at", record.last_run_at, problems),
-            history=_read_history(record.history, problems),
+            history=read_history(record.history, problems),
             problem="; ".join(problems) or None,
         )
+
+    def recent_firings(self) -> list[RecentFiring]:
+        """Its kept firings, newest first: scheduled ticks and manual triggers."""
+        return recent_firings(self.history)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; never raises (a flagged row carries ``problem``)."""
@@ -161,6 +160,7 @@ class RecurringJob(StoredCall):
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
+            "recent_firings": [firing.to_dict() for firing in self.recent_firings()],
             "problem": self.problem,
         }
 
@@ -269,11 +269,38 @@ class RecurringJobs:
         )
 
     def trigger(self, recurring_id: str) -> str:
-        """Fire once now, outside the schedule; returns the firing's job id."""
+        """Fire once now, outside the schedule; returns the firing's job id.
+
+        The trigger counts as a run: its job is recorded in the recent firings (marked as a
+        trigger) and as the last run, in one write with the job itself. The next run is left as
+        it is, so no scheduled tick moves, and none is taken for fired.
+        """
+        for _ in range(TRIGGER_ATTEMPTS):
+            job_id = self._try_trigger(recurring_id)
+            if job_id is not None:
+                return job_id
+        raise ParallelSchedulerError(
+            f"recurring job {recurring_id!r} changed under each of {TRIGGER_ATTEMPTS} attempts "
+            "to trigger it; nothing was triggered"
+        )
+
+    def _try_trigger(self, recurring_id: str) -> str | None:
+        """One trigger from one read of the row; ``None`` if the row changed in between."""
         record = self._existing(recurring_id)
         now = self._clock.now()
         job = NewJob(trigger_id(recurring_id, now), record.task, record.payload, now)
-        self._call(lambda: self._storage.add_jobs([job]))
+        firing = ManualFiring(
+            last_run_at=later_run(record.last_run_at, now),
+            history=add_history(record.history, [(now, job.id)], trigger=True),
+            job=job,
+        )
+        written = self._call(
+            lambda: self._storage.trigger_recurring(recurring_id, record.version, firing)
+        )
+        # None: the row changed since it was read, or an earlier try of this very write went
+        # through before its reply was lost (then its job exists).
+        if written is None and self._call(lambda: self._storage.get_job(job.id)) is None:
+            return None
         return job.id
 
     def remove(self, recurring_id: str) -> bool:

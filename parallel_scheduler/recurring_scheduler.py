@@ -23,7 +23,8 @@ from .limits import check_instant
 from .locked_scheduler import LockedScheduler
 from .log_format import pass_event
 from .pool import BoundedPool
-from .recurring_jobs import add_history, firing_id
+from .recurring_history import add_history, later_run
+from .recurring_jobs import firing_id
 from .retrying import call_storage
 from .settings import Settings
 from .stats import FireOutcome, FireResult, RecurringPassStats
@@ -109,7 +110,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         )
         firing = Firing(
             next_run_at=plan.next_run_at,
-            last_run_at=plan.ticks[-1] if plan.ticks else record.last_run_at,
+            last_run_at=(
+                later_run(record.last_run_at, plan.ticks[-1]) if plan.ticks else record.last_run_at
+            ),
             history=add_history(record.history, [(job.due_at, job.id) for job in jobs]),
             jobs=jobs,
         )

@@ -41,7 +41,9 @@ def add_commands(commands: Any) -> None:
     mode.add_argument("--upsert", action="store_const", const="upsert", dest="mode")
     add.set_defaults(handler=cmd_recurring_add, mode="create")
 
-    listing = actions.add_parser("list", help="recurring jobs with their next runs")
+    listing = actions.add_parser(
+        "list", help="recurring jobs with their next and last runs and recent firings"
+    )
     listing.add_argument("--limit", type=count_arg(1), default=100)
     listing.add_argument("--offset", type=count_arg(0), default=0)
     listing.add_argument("--json", action="store_true")
@@ -78,6 +80,20 @@ def _schedule_text(view: dict[str, Any]) -> str | None:
     return f"every {every:g} s" if isinstance(every, (int, float)) else None
 
 
+#: Firings shown per recurring job in the text listing (``--json`` gives every kept one).
+RECENT_SHOWN = 3
+
+
+def _recent_text(view: dict[str, Any]) -> str | None:
+    """The newest firings, a trigger's marked ``(triggered)``; ``None`` (shown ``-``) for none."""
+    firings = view.get("recent_firings") or []
+    shown = [
+        f"{firing['job_id']} (triggered)" if firing["trigger"] else str(firing["job_id"])
+        for firing in firings[:RECENT_SHOWN]
+    ]
+    return ", ".join(shown) or None
+
+
 def cmd_recurring_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         storage = client.storage
@@ -90,6 +106,7 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
         "enabled": "enabled",
         "next run": "next_run_at",
         "last run": "last_run_at",
+        "recent firings": _recent_text,
         "problem": "problem",
     }
     print_listing([recurring_view(record) for record in records], columns, as_json=ns.json)

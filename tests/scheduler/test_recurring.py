@@ -131,6 +131,35 @@ def test_pause_resume_trigger_update_remove(storage: Storage) -> None:
     assert client.recurring.get("report") is None
 
 
+def test_a_trigger_counts_as_a_run_and_the_due_tick_still_fires_once(storage: Storage) -> None:
+    # Given an hourly job that never ran, its last full hour due
+    client = hourly(storage)
+    tick = last_full_hour(storage)
+    make_due(storage, "report", tick)
+    # When it is triggered through the client
+    job_id = client.recurring.trigger("report")
+    # Then the trigger is its last run and newest firing, marked as a trigger
+    triggered = client.recurring.get("report")
+    assert triggered is not None and triggered.last_run_at is not None
+    (firing,) = triggered.recent_firings()
+    assert (firing.job_id, firing.at, firing.trigger) == (job_id, triggered.last_run_at, True)
+    assert triggered.to_dict()["recent_firings"] == [firing.to_dict()]
+    # And the due tick is neither moved nor taken for fired: the next passes fire it once
+    assert triggered.next_run_at is not None and triggered.next_run_at.timestamp() == tick
+    first, second = run_pass(storage), run_pass(storage)
+    assert (first.fired, first.created, second.fetched) == (1, 1, 0)
+    assert sorted(storage.fetch_due_ids(10)) == sorted([firing_id("report", tick), job_id])
+    fired = client.recurring.get("report")
+    assert fired is not None and fired.next_run_at is not None
+    assert fired.next_run_at.timestamp() == tick + HOUR
+    # And the history holds both, the tick newest; the last run stays the later trigger
+    assert [(f.job_id, f.trigger) for f in fired.recent_firings()] == [
+        (firing_id("report", tick), False),
+        (job_id, True),
+    ]
+    assert fired.last_run_at == triggered.last_run_at
+
+
 def assert_refused(storage: Storage, kwargs: dict[str, Any], message: str) -> None:
     """Saving an hourly schedule changed by ``kwargs`` raises ``message`` and stores nothing."""
     call: dict[str, Any] = {"recurring_id": "r", "task": "tasks.x", "cron": "0 * * * *"}

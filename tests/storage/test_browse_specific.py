@@ -82,7 +82,12 @@ def test_every_postgresql_page_shape_walks_an_index_in_order(storage: Storage) -
     assert isinstance(storage, SQLStorage)
     fill(storage)
     p = storage._prefix
-    ordered = (f"using {p}_jobs_due ", f"using {p}_jobs_due_all ", f"using {p}_jobs_state_due ")
+    ordered = (
+        f"using {p}_jobs_due ",
+        f"using {p}_jobs_due_all ",
+        f"using {p}_jobs_state_due ",
+        f"using {p}_jobs_failed_due ",
+    )
     used = set()
     for query in SHAPES:
         plan = postgresql_plan(
@@ -100,7 +105,8 @@ def test_every_postgresql_page_shape_walks_an_index_in_order(storage: Storage) -
         if query.after is not None:  # the keyset bounds the walk: an index condition
             conditions = [line for line in plan.splitlines() if "Index Cond" in line]
             assert any("ROW(due_at" in line for line in conditions), (query, plan)
-    # And each of the three indexes serves some shape (the rare states take the state index)
+    # And each of the four indexes serves some shape (the rare states take the state index,
+    # failed jobs their own)
     assert used == set(ordered)
 
 

@@ -5,6 +5,11 @@ marked Enqueued before its dispatcher returned, and a failed send gives the clai
 stays Scheduled. A crash between send and mark leaves a claim that the next pass recovers: the job
 may then be sent twice, never lost; the job id is the task id, so the worker side can tell.
 
+A job that cannot be sent by its own fault (its dispatcher names it with ``UnsendableJobError``,
+or its stored arguments do not decode) never holds back the others: it alone is given back for
+later (``send_backoff``), the jobs after it are sent at once, and at its ``max_send_attempts``-th
+attempt it is set aside as ``FAILED`` with its ``last_error`` until someone reschedules it.
+
 ``release_claims`` is the unit of that window: it sends what it is given, then marks it, in the
 calling thread. The caller sizes what it hands over (one job per thread in ``per_job`` mode, one
 chunk per thread in ``batch`` mode, see ``delayed_scheduler.py``), and that size is what a crash

@@ -27,18 +27,20 @@ import redis
 from amqp.exceptions import NotFound
 from celery import Celery
 from kombu import Connection
+from kombu import Exchange as KombuExchange
+from kombu import Queue as KombuQueue
 
 from benchmarks.harness.processes import stop_process
-from parallel_scheduler import CeleryDispatcher, JobSpec
+from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobSpec, JobState, Settings
 from parallel_scheduler.celery.integration import CeleryIntegration
 from parallel_scheduler.celery.publish.amqp import AmqpPublisher
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
-from parallel_scheduler.errors import ConfigurationError, LeaseLost
+from parallel_scheduler.errors import ConfigurationError, LeaseLost, UnsendableJobError
 from storage_adapters import ClaimedJob
 from tests.celery_apps import worker_command
 from tests.celery_integration.celery_cluster import Cluster
-from tests.conftest import RABBITMQ_URL, REDIS_URL, made_by, require_server
+from tests.conftest import RABBITMQ_URL, REDIS_URL, made_by, require_server, set_up_storage
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -510,20 +512,6 @@ def test_a_non_json_serializer_goes_through_send_task(
     ] * 3
 
 
-@pytest.mark.rabbitmq
-def test_a_route_that_may_miss_the_declared_queue_goes_through_send_task(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    # An explicit exchange and routing key other than the queue's own: send_task's business
-    queue = broker.queue()
-    app = make_app(queue)
-    publisher = publishers(app)
-    (job,) = jobs(queue, 1, "elsewhere", exchange="", routing_key=queue)
-    assert publisher._build(job) is not None  # the anonymous exchange reaches the queue
-    (job,) = jobs(queue, 1, "elsewhere", exchange="amq.topic", routing_key="some.key")
-    assert publisher._build(job) is None
-
-
 # -- configuration -------------------------------------------------------------------------------
 
 
@@ -577,3 +565,159 @@ def test_a_single_link_becomes_a_list_as_send_task_makes_it() -> None:
     # Then the worker gets lists to iterate, as from send_task
     assert [c["task"] for c in embed["callbacks"]] == ["tasks.after"]
     assert [e["task"] for e in embed["errbacks"]] == ["tasks.failed"]
+
+
+# -- a message the broker will not take -----------------------------------------------------------
+
+
+def missing_exchange(broker: Broker) -> str:
+    """An exchange name nobody declared (the test's run id keeps it unique)."""
+    return f"ps-amqp-{broker.run}-no-such-exchange"
+
+
+def ids_in(broker: Broker, queue: str) -> Counter[str]:
+    return Counter(m.properties["application_headers"]["id"] for m in broker.take(queue))
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
+def test_a_job_for_a_missing_exchange_is_unsendable_and_the_others_arrive_once(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
+) -> None:
+    # Given a chunk with one job routed to an exchange that does not exist, among good ones
+    queue, exchange = broker.queue(), missing_exchange(broker)
+    publisher = publishers(make_app(queue), guarantee=guarantee)
+    before, after = jobs(queue, 30, "before"), jobs(queue, 30, "after")
+    (bad,) = jobs(queue, 1, "bad", exchange=exchange, routing_key="some-key")
+    # When it is published
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many([*before, bad, *after])
+    # Then the jobs before it went, and it is named as the one the broker cannot take, and why
+    assert raised.value.sent == len(before)
+    cause = raised.value.cause
+    assert isinstance(cause, UnsendableJobError)
+    assert cause.job_id == bad.id
+    assert cause.reason == f"no exchange {exchange!r} on the broker"
+    # And the jobs after it go with the next call (the release sends the rest in the same pass),
+    # on a channel opened afresh: every good job is in the queue, the bad one nowhere
+    publisher.dispatch_many(after)
+    arrived = ids_in(broker, queue)
+    assert set(arrived) == {job.id for job in [*before, *after]}
+    if guarantee == "transaction":  # the broker took none of the failed transaction: once each
+        assert arrived == Counter(job.id for job in [*before, *after])
+    # (with confirms, those not acked yet when the broker closed the channel were sent again)
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
+def test_an_exchange_deleted_after_its_declaration_is_declared_again(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
+) -> None:
+    # Given a queue on an exchange of its own, declared by the publisher's first chunk
+    queue, exchange = broker.queue(), f"ps-amqp-{broker.run}-own"
+    app = make_app(queue, task_queues=[KombuQueue(queue, KombuExchange(exchange), queue)])
+    publisher = publishers(app, guarantee=guarantee)
+    route = {"exchange": exchange, "routing_key": queue}
+    publisher.dispatch_many(jobs(queue, 2, "first", **route))
+    # When the queue and its exchange are deleted behind its back
+    broker.delete(queue)
+    with broker.connection.channel() as channel:
+        channel.exchange_delete(exchange)
+    # Then the next chunk, published to that exchange, declares them again and gets through
+    publisher.dispatch_many(jobs(queue, 10, "again", **route))
+    assert set(ids_in(broker, queue)) == {f"again-{i}" for i in range(10)}
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
+def test_a_message_no_queue_is_bound_for_is_unsendable_naming_its_route(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
+) -> None:
+    # Given a job for an exchange that exists, with a routing key no queue is bound to
+    queue = broker.queue()
+    publisher = publishers(make_app(queue), guarantee=guarantee)
+    good = jobs(queue, 5, "good")
+    (bad,) = jobs(queue, 1, "unroutable", exchange="amq.direct", routing_key="bound-to-nothing")
+    # When it is published (mandatory) among good ones
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many([*good, bad])
+    # Then the broker's return is seen, and said with the route
+    assert raised.value.sent == len(good)
+    cause = raised.value.cause
+    assert isinstance(cause, UnsendableJobError) and cause.job_id == bad.id
+    assert cause.reason == "no queue bound to route 'bound-to-nothing' on exchange 'amq.direct'"
+    assert ids_in(broker, queue) == Counter(job.id for job in good)
+
+
+@pytest.mark.rabbitmq
+def test_a_message_the_broker_nacks_is_unsendable_after_the_ones_it_took(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given a queue that refuses what comes beyond its third message (confirms see the nack)
+    queue = broker.queue()
+    full = KombuQueue(queue, routing_key=queue)
+    full.queue_arguments = {"x-max-length": 3, "x-overflow": "reject-publish"}
+    publisher = publishers(make_app(queue, task_queues=[full]), guarantee="confirms")
+    chunk = jobs(queue, 5, "overflow")
+    # When five jobs are published there
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many(chunk)
+    # Then the three taken count as sent, and the fourth is the one the broker refused
+    assert raised.value.sent == 3
+    cause = raised.value.cause
+    assert isinstance(cause, UnsendableJobError) and cause.job_id == chunk[3].id
+    assert cause.reason == "the broker refused the message (nack)"
+    assert ids_in(broker, queue) == Counter(job.id for job in chunk[:3])
+
+
+@pytest.mark.rabbitmq
+def test_a_route_to_another_exchange_reaches_the_queues_bound_there(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    # Given a queue bound to amq.topic, and jobs routed there by exchange and routing key
+    queue, bound = broker.queue(), broker.queue("bound")
+    key = f"{broker.run}.jobs"
+    with broker.connection.channel() as channel:
+        channel.queue_declare(bound, durable=True, auto_delete=False)
+        channel.queue_bind(bound, "amq.topic", key)
+    publisher = publishers(make_app(queue))
+    routed = jobs(queue, 10, "topic", exchange="amq.topic", routing_key=key)
+    # When they are published, then they reach that queue, each once
+    publisher.dispatch_many(routed)
+    assert ids_in(broker, bound) == Counter(job.id for job in routed)
+
+
+@pytest.mark.rabbitmq
+def test_a_scheduler_pass_keeps_a_job_for_a_missing_exchange_scheduled_with_the_reason(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path
+) -> None:
+    # Given due jobs in storage, one of them routed to an exchange that does not exist
+    queue, exchange = broker.queue(), missing_exchange(broker)
+    _, storage = set_up_storage(f"sqlite:///{tmp_path / 'store.db'}")
+    now = storage.now()
+    good = [
+        JobSpec(TASK, args=[i], options={"queue": queue}, id=f"good-{i}").encode(now)
+        for i in range(20)
+    ]
+    bad = JobSpec(
+        TASK, options={"queue": queue, "exchange": exchange, "routing_key": "k"}, id="bad"
+    ).encode(now)
+    storage.add_jobs([*good[:10], bad, *good[10:]])
+    scheduler = DelayedJobScheduler(storage, publishers(make_app(queue)), Settings())
+    try:
+        # When a scheduler pass releases them through the AMQP fast path
+        scheduler.run_once()
+        # Then every good job is Enqueued and in the queue once
+        assert ids_in(broker, queue) == Counter(job.id for job in good)
+        for job in good:
+            stored = storage.get_job(job.id)
+            assert stored is not None and stored.state is JobState.ENQUEUED
+        # And the bad one is not marked Enqueued: it stays Scheduled, saying why
+        stored = storage.get_job("bad")
+        assert stored is not None and stored.state is JobState.SCHEDULED
+        assert stored.last_error is not None
+        assert f"no exchange {exchange!r} on the broker" in stored.last_error
+    finally:
+        scheduler.close()
+        storage.drop()
+        storage.close()

@@ -8,18 +8,25 @@ reprs, the body and the expiry. A chunk's frames go out in one socket write on o
 broker's ``tx.commit-ok``, which RabbitMQ sends once every message of the chunk is in its queue
 (persisted, for the durable queues and persistent messages Celery uses). A chunk is all or
 nothing: when anything fails before the commit, none of it is delivered and
-``BatchDispatchError(0, ...)`` is raised; the next call connects afresh.
+``BatchDispatchError(0, ...)`` is raised; the next call connects afresh. One message the broker
+will not take (its exchange does not exist, no queue is bound for its route, or the broker nacks
+it) is told apart from a failure of the chunk: the messages before it are delivered, and
+``BatchDispatchError(its place, UnsendableJobError(job id, reason))`` names it, so the release
+sets that job aside and sends the ones after it.
 
 A worker receives what ``send_task`` would have published: protocol 2 headers with the job id as
 task id and root id, the route's exchange and routing key, priority, delivery mode, the
 ``expires`` header and per-message TTL (``expiration``) when the job carries an expiry. The
 routed queue is declared (with its exchange and binding) once per connection, as kombu's
 ``maybe_declare`` does, and every message is published ``mandatory``: a message the broker cannot
-route (its queue was deleted after the declaration) comes back, and is declared and sent again.
+route (its queue was deleted after the declaration) comes back, and is declared and sent again;
+one that comes back again is the job's fault. A route naming another exchange and routing key is
+published there, as ``send_task`` does, but where Celery would lose a message for an exchange
+that does not exist, or one no queue is bound for, the job is told it cannot be sent.
 
-Not carried: serializers other than JSON, compression, routes whose exchange/routing key may not
-reach the declared queue (topic or fanout exchanges, broadcast queues), and other exotic options;
-a chunk holding such a job goes through ``send_task`` whole. Celery's
+Not carried: serializers other than JSON, compression, queues on topic or fanout exchanges,
+broadcast queues, and other exotic options; a chunk holding such a job goes through
+``send_task`` whole. Celery's
 ``before_task_publish``/``after_task_publish`` signals are not sent for fast-path messages, and
 ``reply_to`` is empty (no caller waits on an RPC result of a job released later).
 """
@@ -35,9 +42,9 @@ from storage_adapters import ClaimedJob
 
 from ...dispatchers import BatchDispatchError, KeepGoing, always
 from ...envelopes import ReleaseFacts, release_facts
-from ...errors import ConfigurationError, DispatchError, LeaseLost
+from ...errors import ConfigurationError, DispatchError, LeaseLost, UnsendableJobError
 from .amqp_frames import Message, Template, TooLarge, properties
-from .amqp_pool import Guarantee, Link, LinkPool
+from .amqp_pool import Guarantee, Link, LinkPool, Refused
 from .amqp_routes import make_template
 from .broker_urls import AMQP_SCHEMES, broker_scheme, masked_broker_url
 from .message_template import carries_own_identity, options_key, origin
@@ -48,8 +55,13 @@ __all__ = ["AmqpPublisher"]
 logger = logging.getLogger(__name__)
 
 
-class _Returned(DispatchError):
-    """The broker could not route some messages of a committed chunk."""
+class _Partway(Exception):
+    """Sending a chunk again stopped after its first ``sent`` messages were delivered."""
+
+    def __init__(self, sent: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.sent = sent
+        self.cause = cause
 
 
 class AmqpPublisher:
@@ -96,11 +108,17 @@ class AmqpPublisher:
         self._secret = password if isinstance(password, str) and password else None
 
     def dispatch(self, job: ClaimedJob) -> None:
-        self.dispatch_many([job])
+        try:
+            self.dispatch_many([job])
+        except BatchDispatchError as exc:
+            if isinstance(exc.cause, UnsendableJobError):
+                raise exc.cause from exc
+            raise
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
-        """One transaction for the chunk; a chunk with any job the fast path cannot carry goes
-        through ``send_task`` whole, in order."""
+        """One transaction for the chunk (or pipelined publishes and one wait for their
+        confirms); a chunk with any job the fast path cannot carry goes through ``send_task``
+        whole, in order."""
         messages: list[Message] = []
         for job in jobs:
             built = self._build(job) if self._json else None
@@ -111,32 +129,71 @@ class AmqpPublisher:
         if not messages:
             return
         try:
-            link = self._pool.checkout()
-        except Exception as exc:
-            raise BatchDispatchError(0, self._scrubbed(exc, "cannot connect to")) from exc
-        try:
-            self._publish(link, messages, keep_going)
+            self._send(messages, keep_going)
         except TooLarge:  # nothing was sent; what send_task makes of it is the answer
-            self._pool.give_back(link, keep=True)
             self._fallback.dispatch_many(jobs, keep_going)
-            return
-        except LeaseLost as exc:
-            self._pool.give_back(link, keep=not link.broken)
-            raise BatchDispatchError(0, exc) from exc
-        except Exception as exc:
-            link.close()
-            raise BatchDispatchError(0, self._scrubbed(exc, "publishing failed on")) from exc
-        self._pool.give_back(link, keep=True)
+
+    def _send(self, messages: Sequence[Message], keep_going: KeepGoing) -> None:
+        """Publish ``messages`` in order. When the broker will not take one (``Refused``), the
+        ones before it are published (again, on a fresh connection, if they were in doubt) and
+        ``BatchDispatchError(its place, UnsendableJobError)`` says which and why; the ones after
+        it are left to the caller, which sends them next."""
+        done, end, reason = 0, len(messages), ""
+        retried: set[int] = set()
+        while done < end:
+            try:
+                link = self._pool.checkout()
+            except Exception as exc:
+                raise BatchDispatchError(done, self._scrubbed(exc, "cannot connect to")) from exc
+            try:
+                self._publish(link, messages[done:end], keep_going)
+            except Refused as refused:
+                self._pool.give_back(link, keep=not link.broken)
+                bad, done = done + refused.index, done + refused.delivered
+                if refused.retry and bad not in retried:
+                    retried.add(bad)  # a fresh connection declares its route again
+                else:
+                    end, reason = bad, refused.reason
+                continue
+            except TooLarge:
+                self._pool.give_back(link, keep=True)
+                raise
+            except _Partway as partway:
+                cause, stopped = partway.cause, isinstance(partway.cause, LeaseLost)
+                self._pool.give_back(link, keep=stopped and not link.broken)
+                if not stopped:
+                    cause = self._scrubbed(cause, "publishing failed on")
+                raise BatchDispatchError(done + partway.sent, cause) from partway.cause
+            except LeaseLost as exc:
+                self._pool.give_back(link, keep=not link.broken)
+                raise BatchDispatchError(done, exc) from exc
+            except Exception as exc:
+                link.close()
+                raise BatchDispatchError(done, self._scrubbed(exc, "publishing failed on")) from exc
+            self._pool.give_back(link, keep=True)
+            done = end
+        if end < len(messages):
+            raise BatchDispatchError(end, UnsendableJobError(messages[end].job_id, reason))
 
     @staticmethod
-    def _publish(link: Link, messages: Sequence[Message], keep_going: KeepGoing) -> None:
-        returned = link.publish(messages, keep_going)
-        if returned:  # a queue vanished after it was declared: declare it again, resend those
-            link.declared.clear()
-            again = set(returned)
-            returned = link.publish([m for m in messages if m.job_id in again], keep_going)
-            if returned:
-                raise _Returned(f"the broker could not route {len(returned)} message(s)")
+    def _publish(link: Link, batch: Sequence[Message], keep_going: KeepGoing) -> None:
+        """Publish ``batch`` on ``link``; messages sent back as unroutable (a queue deleted after
+        its declaration) are declared and sent once more, and if they come back again, the first
+        is ``Refused``: the others of the batch are delivered, so the refusal is counted in
+        places of the whole batch (``_Partway`` for any other failure of that second send)."""
+        returned = link.publish(batch, keep_going)
+        if not returned:
+            return
+        link.declared.clear()
+        try:
+            again = link.publish([batch[i] for i in returned], keep_going)
+        except Refused as refused:
+            raise refused.among(returned) from refused
+        except Exception as exc:
+            raise _Partway(returned[0], exc) from exc
+        if again:
+            first = returned[again[0]]
+            raise Refused(first, first, link.returned[batch[first].job_id])
 
     def close(self) -> None:
         """Close the idle connections (a call after this one opens new ones)."""

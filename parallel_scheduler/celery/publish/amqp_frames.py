@@ -57,6 +57,8 @@ class Template:
     """One (task, options) message's constant parts, as AMQP bytes ready to splice."""
 
     queue: Any  # the kombu Queue to declare before the first publish on a connection
+    exchange: str  # where the message is published ('' for the default exchange) ...
+    routing_key: str  # ... and with which routing key
     method: bytes  # the whole basic.publish method payload (class/method ids included)
     flags: bytes  # property flags without ``expiration``
     flags_expiring: bytes  # ... and with it
@@ -82,10 +84,16 @@ class TooLarge(Exception):
 
 
 def splice(
-    queue: Any, method: bytes, values: dict[str, Any], headers: dict[str, Any], embed: str
+    queue: Any,
+    exchange: str,
+    routing_key: str,
+    values: dict[str, Any],
+    headers: dict[str, Any],
+    embed: str,
 ) -> Template:
-    """Serialise the constant properties in the order AMQP lists them, cut where a per-job
-    value goes (application_headers, correlation_id, expiration)."""
+    """Serialise the ``mandatory`` basic.publish method and the constant properties in the order
+    AMQP lists them, cut where a per-job value goes (application_headers, correlation_id,
+    expiration)."""
     segments: list[bytes] = []
     formats: list[str] = []
     pending: list[Any] = []
@@ -103,8 +111,11 @@ def splice(
             flags |= bit
             flags_expiring |= bit
     segments.append(amqp_dumps("".join(formats), pending) if formats else b"")
+    method = amqp_dumps("Bssbb", (0, exchange, routing_key, True, False))
     return Template(
         queue=queue,
+        exchange=exchange,
+        routing_key=routing_key,
         method=struct.pack(">HH", *spec.Basic.Publish) + method,
         flags=struct.pack(">H", flags),
         flags_expiring=struct.pack(">H", flags_expiring),

@@ -1,31 +1,65 @@
 """The AMQP fast path's connections: a ``Link`` is one connection and one channel in transaction
-(or confirm) mode, used by one thread at a time; a ``LinkPool`` keeps the idle ones for the next
-chunks, drops any that failed, and forgets its parent's after a fork."""
+(or confirm) mode, used by one thread at a time, that tells which message of a chunk the broker
+would not take (``Refused``); a ``LinkPool`` keeps the idle ones for the next chunks, drops any
+that failed, and forgets its parent's after a fork."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import amqp  # type: ignore[import-untyped]
 from amqp import spec
+from amqp.exceptions import NotFound  # type: ignore[import-untyped]
 
 from ...dispatchers import KeepGoing, lease_lost
 from ...errors import ConfigurationError, DispatchError
 from .amqp_frames import Message, frames
 from .broker_urls import masked_broker_url
 
-__all__ = ["Guarantee", "Link", "LinkPool"]
+__all__ = ["Guarantee", "Link", "LinkPool", "Refused"]
 
 logger = logging.getLogger(__name__)
 
 Guarantee = Literal["transaction", "confirms"]
 #: Idle connections kept for the next chunks (one per concurrent caller is what gets used).
 _MAX_IDLE_LINKS = 16
+#: RabbitMQ's words when a publish names an exchange it does not have (it then closes the channel).
+_NO_EXCHANGE = re.compile(r"no exchange '(.*)' in vhost '")
+_NO_ROUTE = 312
+
+
+class Refused(DispatchError):
+    """The broker would not take one message of a published batch: ``index`` is its place in
+    the batch, ``reason`` says why in words, and the batch's first ``delivered`` messages are in
+    the broker's hands (those between them and ``index`` may be, and are sent again).
+    ``retry``: a fresh connection, which declares the routes again, may yet get it through."""
+
+    def __init__(self, index: int, delivered: int, reason: str, retry: bool = False) -> None:
+        super().__init__(reason)
+        self.index = index
+        self.delivered = delivered
+        self.reason = reason
+        self.retry = retry
+
+    def among(self, places: Sequence[int]) -> Refused:
+        """The same refusal of a batch made of the messages at ``places`` of a larger one, all of
+        whose other messages were delivered, in that larger batch's places."""
+        return Refused(places[self.index], places[self.delivered], self.reason, self.retry)
+
+
+def returned_reason(exc: Any, exchange: str, routing_key: str) -> str:
+    """Why the broker sent a ``mandatory`` message back, in words."""
+    if getattr(exc, "reply_code", None) == _NO_ROUTE:
+        if not exchange:
+            return f"no queue named {routing_key!r} on the broker"
+        return f"no queue bound to route {routing_key!r} on exchange {exchange!r}"
+    return f"the broker returned the message ({getattr(exc, 'reply_text', exc)!r})"
 
 
 class Link:
@@ -50,10 +84,10 @@ class Link:
             self.guarantee = guarantee
             self.timeout = timeout
             self.declared: set[str] = set()
-            self.returned: list[str] = []
-            self.published = 0  # confirm mode: delivery tags handed out ...
-            self.confirmed = 0  # ... and acknowledged
-            self.rejected = False
+            self.returned: dict[str, str] = {}  # job id -> why the broker sent it back
+            self.published = 0  # confirm mode: delivery tags handed out
+            self.unconfirmed: set[int] = set()  # ... of the batch, not acked or nacked yet
+            self.nacked: list[int] = []  # ... and nacked
             self.broken = False
             if guarantee == "transaction":
                 self.channel.tx_select()
@@ -66,13 +100,23 @@ class Link:
             raise
 
     def _on_return(self, exc: Any, exchange: str, routing_key: str, message: Any) -> None:
-        self.returned.append(str(message.properties.get("correlation_id")))
+        job_id = str(message.properties.get("correlation_id"))
+        self.returned[job_id] = returned_reason(exc, exchange, routing_key)
+
+    def _settle(self, delivery_tag: int, multiple: bool) -> list[int]:
+        """Take the tags an ack or nack settles off the unconfirmed ones; returns them."""
+        if not multiple:
+            self.unconfirmed.discard(delivery_tag)
+            return [delivery_tag]
+        settled = [tag for tag in self.unconfirmed if tag <= delivery_tag]
+        self.unconfirmed.difference_update(settled)
+        return settled
 
     def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
-        self.confirmed = max(self.confirmed, delivery_tag)
+        self._settle(delivery_tag, multiple)
 
     def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
-        self.rejected = True
+        self.nacked.extend(self._settle(delivery_tag, multiple))
 
     def alive(self) -> bool:
         """False when the broker closed the idle connection (read without waiting)."""
@@ -89,31 +133,78 @@ class Link:
             queue(self.channel).declare()
             self.declared.add(queue.name)
 
-    def publish(self, messages: Sequence[Message], keep_going: KeepGoing) -> list[str]:
-        """Publish ``messages`` durably; returns the ids of messages the broker sent back."""
+    def publish(self, messages: Sequence[Message], keep_going: KeepGoing) -> list[int]:
+        """Publish ``messages`` durably; returns the places of those the broker sent back as
+        unroutable (``returned`` says why), every other one being in its hands. A message it
+        nacked, or whose exchange it does not have, is raised as ``Refused`` (the link is then
+        ``broken`` when the broker closed the channel)."""
         chunk = frames(messages, self.channel.channel_id, self.connection.frame_max)
         for message in messages:
             self.declare(message.template.queue)
-        self.returned = []
+        self.returned = {}
         if self.guarantee == "confirms" and not keep_going():
             raise lease_lost()
+        base = self.published
         self.connection.transport.write(chunk)
-        if self.guarantee == "transaction":
-            if not keep_going():  # the last moment to step aside: nothing is committed yet
-                try:
-                    self.channel.tx_rollback()
-                except Exception:
-                    self.broken = True  # the transaction dies with the connection
-                raise lease_lost()
-            self.channel.send_method(spec.Tx.Commit)
-            self.channel.wait(spec.Tx.CommitOk, timeout=self.timeout)
-        else:
-            self.published += len(messages)
-            while self.confirmed < self.published and not self.rejected:
-                self.channel.wait([spec.Basic.Ack, spec.Basic.Nack], timeout=self.timeout)
-            if self.rejected:
-                raise DispatchError("the broker rejected (nacked) a published message")
-        return self.returned
+        try:
+            if self.guarantee == "transaction":
+                self._commit(keep_going)
+            else:
+                self._confirm(base, len(messages))
+        except NotFound as exc:
+            self.broken = True  # the broker closed the channel: the link is not used again
+            delivered = 0 if self.guarantee == "transaction" else self._acked_prefix(base, messages)
+            refused = self._no_exchange(exc, messages, delivered)
+            if refused is None:
+                raise
+            raise refused from exc
+        returned = [i for i, message in enumerate(messages) if message.job_id in self.returned]
+        if self.nacked:  # the first message not taken is the one refused
+            first = min([min(self.nacked) - base - 1, *returned])
+            if first in returned:
+                raise Refused(first, first, self.returned[messages[first].job_id])
+            raise Refused(first, first, "the broker refused the message (nack)")
+        return returned
+
+    def _commit(self, keep_going: KeepGoing) -> None:
+        if not keep_going():  # the last moment to step aside: nothing is committed yet
+            try:
+                self.channel.tx_rollback()
+            except Exception:
+                self.broken = True  # the transaction dies with the connection
+            raise lease_lost()
+        self.channel.send_method(spec.Tx.Commit)
+        self.channel.wait(spec.Tx.CommitOk, timeout=self.timeout)
+
+    def _confirm(self, base: int, count: int) -> None:
+        """Wait for the broker to ack or nack each of the batch's ``count`` messages (delivery
+        tags ``base + 1`` on): one wait for the pipelined batch, not one per message."""
+        self.published = base + count
+        self.unconfirmed = set(range(base + 1, base + count + 1))
+        self.nacked = []
+        while self.unconfirmed:
+            self.channel.wait([spec.Basic.Ack, spec.Basic.Nack], timeout=self.timeout)
+
+    def _acked_prefix(self, base: int, messages: Sequence[Message]) -> int:
+        """How many of the batch's first messages the broker acked (confirm mode)."""
+        first_open = min(self.unconfirmed | set(self.nacked), default=base + len(messages) + 1)
+        return first_open - base - 1
+
+    @staticmethod
+    def _no_exchange(exc: Any, messages: Sequence[Message], delivered: int) -> Refused | None:
+        """A channel closed for an exchange the broker does not have, as the ``Refused`` of the
+        batch's first message published there (the broker stopped at that one); ``None`` when
+        the broker's words name none of the batch's exchanges."""
+        found = _NO_EXCHANGE.search(str(getattr(exc, "reply_text", "")))
+        if found is not None:
+            for index, message in enumerate(messages):
+                template = message.template
+                if template.exchange == found.group(1):
+                    reason = f"no exchange {found.group(1)!r} on the broker"
+                    # the queue's own exchange is declared with it: deleted behind our back?
+                    own = template.exchange == getattr(template.queue.exchange, "name", None)
+                    return Refused(index, min(delivered, index), reason, retry=own)
+        return None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a broken connection has nothing to release

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import amqp  # type: ignore[import-untyped]
-from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
 from kombu.common import Broadcast
 from kombu.entity import Queue
 
@@ -55,14 +54,16 @@ def make_template(app: Any, task: str, stored: dict[str, Any], origin: str) -> T
         "priority": route.get("priority", 0),  # kombu's default when the route has none
         "reply_to": sample.properties.get("reply_to"),
     }
-    method = amqp_dumps("Bssbb", (0, exchange, routing_key, True, False))
-    template = splice(queue, method, values, headers, dumps(sample.body[2]))
+    template = splice(queue, exchange, routing_key, values, headers, dumps(sample.body[2]))
     return template if matches_py_amqp(template, values, headers) else None
 
 
 def destination(app: Any, route: dict[str, Any]) -> tuple[Any, str, str] | None:
-    """``send_task_message``'s queue, exchange and routing key for a route, or ``None`` when
-    the message might not reach the queue Celery declares (``send_task`` then decides)."""
+    """``send_task_message``'s queue (the one it declares), exchange and routing key for a
+    route, or ``None`` for a broadcast queue or one on a non-direct exchange (``send_task`` then
+    decides). A route naming an exchange and routing key of its own is published there, as
+    ``send_task`` would, but ``mandatory``: a message no queue is bound for, or for an exchange
+    the broker does not have, is reported (``AmqpPublisher``) where Celery would lose it."""
     queue = route.get("queue")
     exchange = route.get("exchange")
     routing_key = route.get("routing_key")
@@ -77,6 +78,4 @@ def destination(app: Any, route: dict[str, Any]) -> tuple[Any, str, str] | None:
     exchange_name = getattr(exchange, "name", exchange)
     if not exchange_name or not routing_key:
         return queue, "", queue.name  # Celery's shortcut: the anonymous exchange
-    if (exchange_name, routing_key) != (queue.exchange.name, queue.routing_key):
-        return None
     return queue, str(exchange_name), str(routing_key)

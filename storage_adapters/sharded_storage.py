@@ -50,7 +50,7 @@ from .records import (
     RecurringRecord,
     SaveMode,
 )
-from .sharding import check_shard_count, check_shards, shard_of
+from .sharding import check_shard_count, check_shards, refuse_one_shard_jobs, shard_of
 
 __all__ = ["ShardedStorage"]
 
@@ -103,8 +103,11 @@ class ShardedStorage:
         once every shard's schema exists, so a half set-up store is never taken as ready.
         A count already recorded otherwise is refused first, before any shard is created."""
         stored = self.home.stored_shard_count()  # type: ignore[attr-defined]
+        prefix = getattr(self.home, "_prefix", "?")
         if stored is not None and stored != len(self.shards):
-            check_shard_count(self.home, len(self.shards), getattr(self.home, "_prefix", "?"))
+            check_shard_count(self.home, len(self.shards), prefix)
+        if stored is None and self.home.exists():  # type: ignore[attr-defined]
+            refuse_one_shard_jobs(self.home, len(self.shards), prefix)
         for shard in self.shards[1:]:
             shard.setup()
         self.home.expected_shards = len(self.shards)  # type: ignore[attr-defined]

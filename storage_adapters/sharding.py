@@ -39,6 +39,7 @@ __all__ = [
     "ShardableStorage",
     "check_shard_count",
     "check_shards",
+    "refuse_one_shard_jobs",
     "shard_key",
     "shard_of",
     "shard_prefix",
@@ -118,13 +119,7 @@ def check_shard_count(store: Storage, expected: int, prefix: str) -> None:
     """
     stored = store.stored_shard_count()  # type: ignore[attr-defined]
     if stored is None and expected > 1:
-        if any(store.count_by_state().values()) or store.count_recurring():
-            raise StorageConfigurationError(
-                f"the store under prefix {prefix!r} already holds jobs kept in one shard; it "
-                f"cannot be opened with shards={expected}. Use a new prefix for the sharded "
-                "store and let a one-shard scheduler drain this one (README: Changing the "
-                "shard count)"
-            )
+        refuse_one_shard_jobs(store, expected, prefix)
         stored = store.store_shard_count(expected)  # type: ignore[attr-defined]
     if (stored or 1) != expected:
         raise StorageConfigurationError(
@@ -133,6 +128,18 @@ def check_shard_count(store: Storage, expected: int, prefix: str) -> None:
             f"must use the same count (set shards={stored or 1}, or PARALLEL_SCHEDULER_SHARDS). "
             "To change the count, start a new prefix and let this one drain (README: Changing "
             "the shard count)"
+        )
+
+
+def refuse_one_shard_jobs(store: Storage, expected: int, prefix: str) -> None:
+    """Refuse to split a one-shard store that already holds jobs or recurring jobs: they would
+    sit where ``expected`` shards no longer look for them."""
+    if any(store.count_by_state().values()) or store.count_recurring():
+        raise StorageConfigurationError(
+            f"the store under prefix {prefix!r} already holds jobs kept in one shard; it "
+            f"cannot be opened with shards={expected}. Use a new prefix for the sharded "
+            "store and let a one-shard scheduler drain this one (README: Changing the "
+            "shard count)"
         )
 
 

@@ -112,6 +112,28 @@ def test_setup_with_another_shard_count_creates_no_shard_store(url: str, prefix:
     assert_nothing_written(url, prefix)
 
 
+def test_setup_of_a_one_shard_store_with_jobs_as_sharded_creates_no_shard_store(url: str) -> None:
+    name = unique_prefix()
+    one = storage_adapters.from_url(url, prefix=name)
+    one.setup()
+    with Client(storage=one) as client:
+        client.schedule("tasks.add", countdown=60)
+    storage = storage_adapters.from_url(url, prefix=name, shards=8)
+    try:
+        with pytest.raises(StorageConfigurationError, match="already holds jobs kept in one shard"):
+            storage.setup()
+        assert [s for s in range(1, 8) if exists(url, shard_prefix(name, s))] == []
+        assert one.count_by_state()["scheduled"] == 1
+    finally:
+        storage.close()
+        for shard in range(1, 8):
+            leftover = storage_adapters.from_url(url, prefix=shard_prefix(name, shard))
+            leftover.drop()
+            leftover.close()
+        one.drop()
+        one.close()
+
+
 def test_a_client_of_the_recorded_count_writes(url: str, prefix: str) -> None:
     storage = storage_adapters.from_url(url, prefix=prefix, shards=4)
     with Client(storage=storage) as client:

@@ -108,9 +108,7 @@ class Client:
         if len({job.id for job in new_jobs}) != len(new_jobs):
             raise InvalidJobError("the same job id appears twice in one call")
         new_jobs = with_envelopes(new_jobs, self.envelopes)
-        if not self._shards_verified:  # once: jobs of another shard count would never run
-            self._call(lambda: verify_shard_count(self.storage))
-            self._shards_verified = True
+        self._verify_shards()
         created = self._call(lambda: self.storage.add_jobs(new_jobs))
         # Jobs of one call often share a due time (one countdown): each is shown once.
         shown: dict[float, datetime] = {}
@@ -125,6 +123,13 @@ class Client:
             results.append(ScheduleResult(job.id, was_created, due_at))
         return results
 
+    def _verify_shards(self) -> None:
+        """Refuse, once per client and before its first write, a store recorded with another
+        shard count: jobs written there would never run, and a cancel would miss its job."""
+        if not self._shards_verified:
+            self._call(lambda: verify_shard_count(self.storage))
+            self._shards_verified = True
+
     def _stored_due_at(self, job: NewJob, was_created: bool) -> datetime:
         """The due time storage holds: the requested one for a new job, the stored one when the
         id existed (scheduling an existing id changes nothing, so reporting the requested time
@@ -137,6 +142,7 @@ class Client:
 
     def cancel(self, job_id: str) -> bool:
         """True if the job was scheduled and is now cancelled."""
+        self._verify_shards()
         return self._call(lambda: self.storage.cancel(job_id))
 
     def reschedule(
@@ -151,6 +157,7 @@ class Client:
         if eta is None and countdown is None:
             raise InvalidJobError("reschedule needs eta or countdown")
         due_at = due_time(self._clock.now(), eta=eta, countdown=countdown)
+        self._verify_shards()
         return self._call(lambda: self.storage.reschedule(job_id, due_at))
 
     def get(self, job_id: str) -> Job | None:

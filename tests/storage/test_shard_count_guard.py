@@ -84,6 +84,28 @@ def test_a_client_of_another_shard_count_is_refused_before_writing(
     assert_nothing_written(url, prefix)
 
 
+@pytest.mark.parametrize("write", ["cancel", "reschedule"])
+def test_a_client_of_another_shard_count_cannot_cancel_or_reschedule(
+    url: str, prefix: str, write: str
+) -> None:
+    right = storage_adapters.from_url(url, prefix=prefix, shards=4)
+    with Client(storage=right) as client:
+        job_id = client.schedule("tasks.add", countdown=60).job_id
+    wrong = storage_adapters.from_url(url, prefix=prefix, shards=8)
+    with (
+        Client(storage=wrong) as client,
+        pytest.raises(StorageConfigurationError, match="split into 4 shard"),
+    ):
+        if write == "cancel":
+            client.cancel(job_id)
+        else:
+            client.reschedule(job_id, countdown=5)
+    wrong.close()
+    record = right.get_job(job_id)
+    assert record is not None and record.state.value == "scheduled"
+    right.close()
+
+
 def test_a_sharded_client_on_a_store_without_a_recorded_count_is_refused(url: str) -> None:
     name = unique_prefix()
     one = storage_adapters.from_url(url, prefix=name)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,6 +20,7 @@ from celery.utils.time import maybe_make_aware
 
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
+from parallel_scheduler.limits import MAX_NESTING
 from tests.celery_integration.celery_cluster import ROOT, Cluster
 from tests.waiting import wait_until
 
@@ -245,3 +248,84 @@ def test_schedule_checks_arguments_like_apply_async(redis_cluster: Cluster) -> N
     with pytest.raises(TypeError):
         two_args.schedule((1,), countdown=60)
     assert sum(redis_cluster.storage.count_by_state().values()) == 0
+
+
+def test_every_form_of_a_far_eta_or_countdown_is_stored(redis_cluster: Cluster) -> None:
+    """Celery takes an ISO 8601 string for ``eta`` as well as a datetime (issue 19, section 4):
+    each form Celery accepts, and each real number or timedelta as a countdown, is measured and
+    stored alike, never left to wait in worker memory."""
+    app = redis_cluster.producer()
+    now = redis_cluster.storage.now()
+    far = datetime.fromtimestamp(now + 7200, timezone.utc).replace(microsecond=0)
+    etas = {
+        "iso string with an offset": far.isoformat(),
+        "iso string with Z": far.isoformat().replace("+00:00", "Z"),
+        "naive iso string (UTC, as Celery's worker reads it)": far.replace(tzinfo=None).isoformat(),
+        "aware datetime": far,
+        "naive datetime": far.replace(tzinfo=None),
+    }
+    for form, eta in etas.items():
+        result = app.send_task("plugin.record", (form,), eta=eta)
+        job = redis_cluster.storage.get_job(result.id)
+        assert job is not None, form
+        assert job.due_at == far.timestamp(), form
+    countdowns = [7200, 7200.0, Decimal("7200"), Fraction(14400, 2), timedelta(hours=2)]
+    for countdown in countdowns:
+        result = app.send_task("plugin.record", (str(countdown),), countdown=countdown)
+        job = redis_cluster.storage.get_job(result.id)
+        assert job is not None, countdown
+        assert job.due_at == pytest.approx(now + 7200, abs=5), countdown
+    # a zero countdown is no countdown to Celery: the eta is in charge
+    result = app.send_task("plugin.record", ("zero",), countdown=0, eta=far.isoformat())
+    job = redis_cluster.storage.get_job(result.id)
+    assert job is not None and job.due_at == far.timestamp()
+    assert redis_cluster.records.llen(redis_cluster.queue) == 0  # nothing went Celery's way
+
+
+@pytest.mark.parametrize(
+    ("when", "named"),
+    [
+        ({"eta": "tomorrow"}, "eta 'tomorrow'"),
+        ({"eta": "2030-13-45T99:00:00"}, "eta '2030-13-45T99:00:00'"),
+        ({"eta": 1893456000}, "eta must be a datetime or an ISO 8601 string"),
+        ({"countdown": "abc"}, "countdown must be a number of seconds"),
+        ({"countdown": [5]}, "countdown must be a number of seconds"),
+    ],
+)
+def test_an_eta_or_countdown_celery_cannot_use_is_refused_by_name(
+    redis_cluster: Cluster, when: dict[str, Any], named: str
+) -> None:
+    app = redis_cluster.producer()
+    with pytest.raises(InvalidJobError) as error:
+        app.send_task("plugin.record", (1,), **when)
+    assert named in str(error.value)
+    assert sum(redis_cluster.storage.count_by_state().values()) == 0
+    assert redis_cluster.records.llen(redis_cluster.queue) == 0
+
+
+def test_a_near_decimal_or_timedelta_countdown_takes_celerys_path(redis_cluster: Cluster) -> None:
+    """Below the threshold the call is Celery's, with the countdown as seconds Celery can add."""
+    app = redis_cluster.producer()
+    for countdown in (Decimal("0.5"), timedelta(seconds=0.5)):
+        result = app.send_task("plugin.record", (1,), countdown=countdown)
+        assert redis_cluster.storage.get_job(result.id) is None
+    messages = [json.loads(m) for m in redis_cluster.records.lrange(redis_cluster.queue, 0, -1)]
+    assert len(messages) == 2 and all(m["headers"]["eta"] for m in messages)
+
+
+def test_arguments_nested_to_the_limit_are_released_and_run(cluster: Cluster) -> None:
+    """The nesting limit (limits.MAX_NESTING) is below what the release, the broker message and
+    the worker's JSON can carry: a job nested exactly that deep runs with its arguments whole."""
+    cluster.start_worker("--parallel-scheduler")
+    cluster.wait_ready(1)
+    deep: list[Any] = []  # one level below the args list and the keyword object, the first
+    for _ in range(MAX_NESTING - 2):
+        deep = [deep]
+    nested_kwargs = {"n": 1, "deep": deep}
+    result = (
+        cluster.producer().tasks["plugin.record"].apply_async((deep,), nested_kwargs, countdown=1.5)
+    )
+    assert cluster.storage.get_job(result.id) is not None
+    wait_until(lambda: any(e["id"] == result.id for e in cluster.executions()), timeout=60)
+    (run,) = [e for e in cluster.executions() if e["id"] == result.id]
+    assert run["args"] == [deep] and run["kwargs"] == nested_kwargs

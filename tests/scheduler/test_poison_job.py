@@ -36,6 +36,7 @@ from parallel_scheduler.errors import UnsendableJobError
 from parallel_scheduler.metrics import PREFIX, PrometheusRecorder
 from parallel_scheduler.release import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
 from storage_adapters import ClaimedJob, NewJob, Storage
+from storage_adapters.redis import RedisStorage
 from tests.conftest import REDIS_URL, require_server
 
 ORDINARY = 200
@@ -163,6 +164,8 @@ def test_every_ordinary_job_is_sent_in_the_pass_the_poison_job_backs_off(
         scheduler.close()
     # Then every ordinary job went, and the pass did not fail (no backoff of the passes)
     assert sorted(sender.sent) == ordinary
+    by_script = isinstance(storage, RedisStorage) and isinstance(sender, RedisBroker)
+    assert scheduler.releases_by_script is (by_script and mode == "batch")
     assert stats.released == ORDINARY and stats.backed_off == 1
     assert stats.failed == 0 and stats.stopped == 0
     # And the poison job alone is Scheduled again, later, with an error that says why

@@ -721,3 +721,42 @@ def test_a_scheduler_pass_keeps_a_job_for_a_missing_exchange_scheduled_with_the_
         scheduler.close()
         storage.drop()
         storage.close()
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("place", ["middle", "last"])
+def test_send_task_names_a_job_for_a_missing_exchange_and_counts_only_the_jobs_before_it(
+    broker: Broker, place: str
+) -> None:
+    # Given a chunk for Celery's own publish path with one job routed to a missing exchange
+    queue, exchange = broker.queue(), missing_exchange(broker)
+    dispatcher = CeleryDispatcher(make_app(queue))
+    before = jobs(queue, 10, "before")
+    after = jobs(queue, 10, "after") if place == "middle" else []
+    (bad,) = jobs(queue, 1, "bad", exchange=exchange, routing_key="some-key")
+    # When it is sent (send_task does not wait for the broker, which closes the channel later)
+    with pytest.raises(BatchDispatchError) as raised:
+        dispatcher.dispatch_many([*before, bad, *after])
+    # Then the jobs before it count as sent, and it is named, with the exchange: none of the
+    # jobs after it (lost with the closed channel) is counted, wherever the error surfaced
+    assert raised.value.sent == len(before)
+    cause = raised.value.cause
+    assert isinstance(cause, UnsendableJobError) and cause.job_id == bad.id
+    assert cause.reason == f"no exchange {exchange!r} on the broker"
+    # And the next chunk goes through whole: every good job is in the queue once
+    dispatcher.dispatch_many(after)
+    dispatcher.dispatch_many(later := jobs(queue, 5, "later"))
+    assert ids_in(broker, queue) == Counter(job.id for job in [*before, *after, *later])
+
+
+@pytest.mark.rabbitmq
+def test_send_task_one_job_for_a_missing_exchange_is_unsendable(broker: Broker) -> None:
+    queue, exchange = broker.queue(), missing_exchange(broker)
+    dispatcher = CeleryDispatcher(make_app(queue))
+    (bad,) = jobs(queue, 1, "alone", exchange=exchange, routing_key="some-key")
+    with pytest.raises(UnsendableJobError) as raised:
+        dispatcher.dispatch(bad)
+    assert raised.value.job_id == bad.id
+    assert raised.value.reason == f"no exchange {exchange!r} on the broker"
+    dispatcher.dispatch((good := jobs(queue, 1, "good"))[0])
+    assert ids_in(broker, queue) == Counter(job.id for job in good)

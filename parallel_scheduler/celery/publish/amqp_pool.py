@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from amqp.exceptions import NotFound  # type: ignore[import-untyped]
 from ...dispatchers import KeepGoing, lease_lost
 from ...errors import ConfigurationError, DispatchError
 from .amqp_frames import Message, frames
+from .amqp_refusals import missing_exchange, no_exchange_reason, returned_reason
 from .broker_urls import masked_broker_url
 
 __all__ = ["Guarantee", "Link", "LinkPool", "Refused"]
@@ -29,9 +29,6 @@ logger = logging.getLogger(__name__)
 Guarantee = Literal["transaction", "confirms"]
 #: Idle connections kept for the next chunks (one per concurrent caller is what gets used).
 _MAX_IDLE_LINKS = 16
-#: RabbitMQ's words when a publish names an exchange it does not have (it then closes the channel).
-_NO_EXCHANGE = re.compile(r"no exchange '(.*)' in vhost '")
-_NO_ROUTE = 312
 
 
 class Refused(DispatchError):
@@ -51,15 +48,6 @@ class Refused(DispatchError):
         """The same refusal of a batch made of the messages at ``places`` of a larger one, all of
         whose other messages were delivered, in that larger batch's places."""
         return Refused(places[self.index], places[self.delivered], self.reason, self.retry)
-
-
-def returned_reason(exc: Any, exchange: str, routing_key: str) -> str:
-    """Why the broker sent a ``mandatory`` message back, in words."""
-    if getattr(exc, "reply_code", None) == _NO_ROUTE:
-        if not exchange:
-            return f"no queue named {routing_key!r} on the broker"
-        return f"no queue bound to route {routing_key!r} on exchange {exchange!r}"
-    return f"the broker returned the message ({getattr(exc, 'reply_text', exc)!r})"
 
 
 class Link:
@@ -195,15 +183,14 @@ class Link:
         """A channel closed for an exchange the broker does not have, as the ``Refused`` of the
         batch's first message published there (the broker stopped at that one); ``None`` when
         the broker's words name none of the batch's exchanges."""
-        found = _NO_EXCHANGE.search(str(getattr(exc, "reply_text", "")))
-        if found is not None:
-            for index, message in enumerate(messages):
-                template = message.template
-                if template.exchange == found.group(1):
-                    reason = f"no exchange {found.group(1)!r} on the broker"
-                    # the queue's own exchange is declared with it: deleted behind our back?
-                    own = template.exchange == getattr(template.queue.exchange, "name", None)
-                    return Refused(index, min(delivered, index), reason, retry=own)
+        exchange = missing_exchange(exc)
+        for index, message in enumerate(messages):
+            template = message.template
+            if exchange is not None and template.exchange == exchange:
+                # the queue's own exchange is declared with it: deleted behind our back?
+                own = exchange == getattr(template.queue.exchange, "name", None)
+                reason = no_exchange_reason(exchange)
+                return Refused(index, min(delivered, index), reason, retry=own)
         return None
 
     def close(self) -> None:

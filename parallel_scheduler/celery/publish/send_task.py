@@ -2,6 +2,12 @@
 
 The path every option and every broker supports; the fast publishers fall back to it for a chunk
 holding a job they cannot carry.
+
+On RabbitMQ (py-amqp) a publish does not wait, and a broker that has no such exchange closes the
+channel some time later: the error then surfaces on a later job, or in the next chunk, and the
+messages published between are lost. So each chunk ends with one round trip on its channel
+(``_flush``), the exchange of each message is noted, and the job that named the missing exchange
+is raised as ``UnsendableJobError`` with only the jobs before it counted as sent.
 """
 
 from __future__ import annotations
@@ -10,9 +16,14 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import amqp  # type: ignore[import-untyped]
+from amqp.exceptions import NotFound  # type: ignore[import-untyped]
+
 from storage_adapters import ClaimedJob
 
 from ...dispatchers import BatchDispatchError, KeepGoing, always, decode_for_send, lease_lost
+from ...errors import UnsendableJobError
+from .amqp_refusals import missing_exchange, no_exchange_reason
 
 __all__ = ["CeleryDispatcher", "celery_options"]
 
@@ -24,6 +35,30 @@ def celery_options(options: dict[str, Any]) -> dict[str, Any]:
     if isinstance(expires, (int, float)):
         out["expires"] = datetime.fromtimestamp(expires, tz=timezone.utc)
     return out
+
+
+class _Noting:
+    """A kombu producer that notes the exchange of each message it publishes, in order."""
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+        self.exchanges: list[str] = []
+
+    def publish(self, body: Any, *args: Any, **kwargs: Any) -> Any:
+        exchange = kwargs.get("exchange")
+        self.exchanges.append(str(getattr(exchange, "name", exchange) or ""))
+        return self._producer.publish(body, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+
+def _flush(producer: Any) -> None:
+    """One round trip on a py-amqp producer's channel: a channel the broker closed for an
+    earlier publish raises its error here, not on the next use of the channel."""
+    channel = getattr(producer, "channel", None)
+    if isinstance(channel, amqp.Channel):
+        channel.exchange_declare("amq.direct", "direct", passive=True)
 
 
 class CeleryDispatcher:
@@ -50,17 +85,50 @@ class CeleryDispatcher:
         )
 
     def dispatch(self, job: ClaimedJob) -> None:
-        self._send(job)
+        try:
+            self.dispatch_many([job])
+        except BatchDispatchError as exc:
+            raise exc.cause from exc
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
-        """One producer (one broker connection) for the whole chunk instead of one per job."""
+        """One producer (one broker connection) for the whole chunk instead of one per job; the
+        chunk (or the part before a job that cannot be sent) ends with ``_flush``, so an error
+        the broker answered to one of its publishes is told here, naming that job."""
         sent = 0
         try:
             with self.app.producer_or_acquire() as producer:
-                for job in jobs:
-                    if not keep_going():
-                        raise lease_lost()
-                    self._send(job, producer)
-                    sent += 1
+                noting = _Noting(producer)
+                stopped: Exception | None = None
+                try:
+                    for job in jobs:
+                        if not keep_going():
+                            stopped = lease_lost()
+                            break
+                        try:
+                            self._send(job, noting)
+                        except UnsendableJobError as exc:  # once the jobs before it are known
+                            stopped = exc
+                            break
+                        sent += 1
+                    _flush(producer)
+                except NotFound as exc:
+                    raise _refused(exc, jobs, noting.exchanges) from exc
+                if stopped is not None:
+                    raise BatchDispatchError(sent, stopped)
+        except BatchDispatchError:
+            raise
         except Exception as exc:
             raise BatchDispatchError(sent, exc) from exc
+
+
+def _refused(
+    exc: BaseException, jobs: Sequence[ClaimedJob], exchanges: list[str]
+) -> BatchDispatchError:
+    """A channel the broker closed as the first job published to the exchange it has not, with
+    the jobs before it sent (the broker handles a channel's publishes in order, and drops those
+    after the one it closed the channel for); nothing counted as sent when it names none."""
+    exchange = missing_exchange(exc)
+    if exchange is None or exchange not in exchanges:
+        return BatchDispatchError(0, exc)
+    bad = exchanges.index(exchange)
+    return BatchDispatchError(bad, UnsendableJobError(jobs[bad].id, no_exchange_reason(exchange)))

@@ -146,6 +146,8 @@ class Link:
             if refused is None:
                 raise
             raise refused from exc
+        if not self.returned and not self.nacked:
+            return []
         returned = [i for i, message in enumerate(messages) if message.job_id in self.returned]
         if self.nacked:  # the first message not taken is the one refused
             first = min([min(self.nacked) - base - 1, *returned])

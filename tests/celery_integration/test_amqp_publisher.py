@@ -512,6 +512,22 @@ def test_a_non_json_serializer_goes_through_send_task(
     ] * 3
 
 
+@pytest.mark.rabbitmq
+def test_routes_of_their_own_go_fast_and_topic_queues_through_send_task(
+    broker: Broker, publishers: Callable[..., AmqpPublisher]
+) -> None:
+    queue = broker.queue()
+    publisher = publishers(make_app(queue))
+    (job,) = jobs(queue, 1, "anonymous", exchange="", routing_key=queue)
+    assert publisher._build(job) is not None  # the anonymous exchange reaches the queue
+    (job,) = jobs(queue, 1, "elsewhere", exchange="amq.topic", routing_key="some.key")
+    assert publisher._build(job) is not None  # published there, mandatory
+    topic = KombuQueue(broker.queue("topic"), KombuExchange("amq.topic", type="topic"), "a.#")
+    publisher = publishers(make_app(queue, task_queues=[topic]))
+    (job,) = jobs(topic.name, 1, "topic")
+    assert publisher._build(job) is None  # a queue on a topic exchange: send_task's business
+
+
 # -- configuration -------------------------------------------------------------------------------
 
 

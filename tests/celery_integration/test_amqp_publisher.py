@@ -704,8 +704,14 @@ def test_a_route_to_another_exchange_reaches_the_queues_bound_there(
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.parametrize("mode", ["batch", "per_job"])
+@pytest.mark.parametrize("path", ["fast_publish", "send_task"])
 def test_a_scheduler_pass_keeps_a_job_for_a_missing_exchange_scheduled_with_the_reason(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path
+    broker: Broker,
+    publishers: Callable[..., AmqpPublisher],
+    tmp_path: Path,
+    mode: str,
+    path: str,
 ) -> None:
     # Given due jobs in storage, one of them routed to an exchange that does not exist
     queue, exchange = broker.queue(), missing_exchange(broker)
@@ -719,9 +725,11 @@ def test_a_scheduler_pass_keeps_a_job_for_a_missing_exchange_scheduled_with_the_
         TASK, options={"queue": queue, "exchange": exchange, "routing_key": "k"}, id="bad"
     ).encode(now)
     storage.add_jobs([*good[:10], bad, *good[10:]])
-    scheduler = DelayedJobScheduler(storage, publishers(make_app(queue)), Settings())
+    app = make_app(queue)
+    publisher = publishers(app) if path == "fast_publish" else CeleryDispatcher(app)
+    scheduler = DelayedJobScheduler(storage, publisher, Settings(release_mode=mode))
     try:
-        # When a scheduler pass releases them through the AMQP fast path
+        # When a scheduler pass releases them (through the AMQP fast path, or send_task)
         scheduler.run_once()
         # Then every good job is Enqueued and in the queue once
         assert ids_in(broker, queue) == Counter(job.id for job in good)

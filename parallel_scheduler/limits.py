@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+from storage_adapters.checks import MAX_COUNT
+
 from .errors import InvalidJobError
 
 __all__ = [
@@ -58,7 +60,7 @@ MAX_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
 MIN_INTERVAL = 1.0
 MAX_INTERVAL = 100 * 366 * 86400.0
 MAX_NESTING = 32
-MAX_PAGE = 2**31 - 1
+MAX_PAGE = MAX_COUNT  # the storage's own bound (storage_adapters.checks), checked first
 _RANGE_TEXT = "1970-01-01T00:00:00Z to 9999-01-01T00:00:00Z"
 #: How much of a refused value an error message quotes: a few levels, items and characters.
 _SHOWN = reprlib.Repr()

@@ -42,7 +42,7 @@ from .clock import StorageClock
 from .errors import InvalidJobError, ParallelSchedulerError
 from .firing_ids import firing_id, trigger_id
 from .jobs import JobSpec, StoredCall, display_instant, utc_datetime
-from .limits import in_range
+from .limits import check_page, in_range
 from .recurring_history import (
     HISTORY_LIMIT,
     RecentFiring,
@@ -251,6 +251,7 @@ class RecurringJobs:
         return None if record is None else RecurringJob.from_record(record)
 
     def list(self, *, limit: int = 100, offset: int = 0) -> list[RecurringJob]:
+        check_page(limit, offset)  # before any storage call
         records = self._call(lambda: self._storage.list_recurring(limit, offset))
         return [RecurringJob.from_record(r) for r in records]
 

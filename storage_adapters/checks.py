@@ -18,6 +18,7 @@ from .records import (
 )
 
 __all__ = [
+    "MAX_COUNT",
     "RECOVERED_REASON",
     "SAVE_MODES",
     "check_firing",
@@ -67,16 +68,35 @@ def positive_seconds(name: str, value: float) -> float:
     return float(value)
 
 
+#: The largest limit, offset or pool size: an integer every backend takes as it is (PostgreSQL
+#: refuses a LIMIT past a bigint with its own error, Redis's Lua reads 10**20 as no integer).
+MAX_COUNT = 2**31 - 1
+
+
 def positive_count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_COUNT:
+        raise InvalidArgumentError(
+            f"{name} must be an integer from 1 to {MAX_COUNT}, not {_short(value)}"
+        )
     return value
 
 
 def non_negative_offset(offset: int) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgumentError(f"offset must be a non-negative integer, not {offset!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_COUNT:
+        raise InvalidArgumentError(
+            f"offset must be an integer from 0 to {MAX_COUNT}, not {_short(offset)}"
+        )
     return offset
+
+
+def _short(value: object) -> str:
+    """``value`` for a message: its ``repr``, cut to 60 characters (an int of 5,000 digits
+    cannot even be turned into text)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<an {type(value).__name__} too long to show>"
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def flag(name: str, value: bool) -> bool:

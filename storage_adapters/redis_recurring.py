@@ -27,6 +27,7 @@ from .checks import (
     positive_count,
 )
 from .errors import RecordExistsError, RecordNotFoundError
+from .lookups import names_no_job
 from .records import (
     Firing,
     LockLease,
@@ -153,6 +154,8 @@ class RedisRecurring:
         return bool(created)
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        if names_no_job(recurring_id):
+            return None
         with self._talking() as client:
             fields = client.hmget(self._recurring_key(recurring_id), _RECURRING_FIELDS)
         return _record(recurring_id, fields) if fields[0] is not None else None
@@ -164,6 +167,8 @@ class RedisRecurring:
         return [_record(row[0], row[1:]) for row in rows]
 
     def remove_recurring(self, recurring_id: str) -> bool:
+        if names_no_job(recurring_id):
+            return False
         keys = [self._recurring_key(recurring_id), self._key("rec_ids"), self._key("rec_due")]
         return bool(self._run("remove_recurring", keys, [recurring_id]))
 
@@ -172,6 +177,8 @@ class RedisRecurring:
     ) -> bool:
         keys = [self._recurring_key(recurring_id), self._key("rec_due")]
         args = [recurring_id, _flag("enabled", enabled), _time_arg("next_run_at", next_run_at)]
+        if names_no_job(recurring_id):
+            return False
         return bool(self._run("set_recurring_enabled", keys, args))
 
     def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:

@@ -11,6 +11,7 @@ from .checks import (
     positive_count,
 )
 from .errors import RecordExistsError, RecordNotFoundError
+from .lookups import names_no_job
 from .records import Firing, LockLease, ManualFiring, NewRecurring, RecurringRecord, SaveMode
 from .sql_plumbing import RollBack, SQLPlumbing
 from .sql_recurring_rows import firing_params, recurring_record, save_params, trigger_params
@@ -34,6 +35,8 @@ class SQLRecurringStore(SQLPlumbing):
         return int(version) == INITIAL_RECURRING_VERSION
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        if names_no_job(recurring_id):
+            return None
         rows = self._rows(self._sql.get_recurring, {"recurring_id": recurring_id})
         return recurring_record(rows[0]) if rows else None
 
@@ -42,6 +45,8 @@ class SQLRecurringStore(SQLPlumbing):
         return [recurring_record(row) for row in self._rows(self._sql.list_recurring, params)]
 
     def remove_recurring(self, recurring_id: str) -> bool:
+        if names_no_job(recurring_id):
+            return False
         return self._changed(self._sql.remove_recurring, {"recurring_id": recurring_id}) == 1
 
     def set_recurring_enabled(
@@ -52,6 +57,8 @@ class SQLRecurringStore(SQLPlumbing):
             "new_enabled": flag("enabled", enabled),
             "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
         }
+        if names_no_job(recurring_id):
+            return False
         return self._changed(self._sql.set_recurring_enabled, params) == 1
 
     def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:

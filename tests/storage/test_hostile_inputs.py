@@ -27,7 +27,7 @@ from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard.inputs import zone_names
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.limits import MAX_NESTING, MAX_PAGE
-from storage_adapters import Storage, StorageUnavailableError
+from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError
 from tests.conftest import set_up_storage, storage_url
 
 
@@ -313,6 +313,29 @@ def test_client_list_refuses_a_page_past_the_limit_by_name(
         Client(target.storage).list(limit=limit, offset=offset)
 
 
+@pytest.mark.parametrize(("limit", "offset"), [(10**20, 0), (10, 10**20), (MAX_PAGE + 1, 0)])
+def test_recurring_list_refuses_a_page_past_the_limit_by_name(
+    target: Target, limit: int, offset: int
+) -> None:
+    with pytest.raises(InvalidJobError, match=str(MAX_PAGE)):
+        Client(target.storage).recurring.list(limit=limit, offset=offset)
+
+
+@pytest.mark.parametrize(
+    ("limit", "offset"),
+    [(10**20, 0), (10, 10**20), (10**5000, 0)],
+    ids=["limit 10**20", "offset 10**20", "limit 10**5000"],
+)
+def test_every_backend_refuses_a_page_past_the_limit_itself(
+    storage: Storage, limit: int, offset: int
+) -> None:
+    """The storage API called directly: its own bound, never the driver's error text."""
+    with pytest.raises(InvalidArgumentError, match=str(MAX_PAGE)):
+        storage.list_jobs(None, limit, offset)
+    with pytest.raises(InvalidArgumentError, match=str(MAX_PAGE)):
+        storage.list_recurring(limit, offset)
+
+
 def test_the_largest_page_is_served(target: Target) -> None:
     client = Client(target.storage)
     client.schedule("tasks.ok", countdown=60)
@@ -336,6 +359,20 @@ def test_an_id_that_cannot_exist_is_not_found_on_every_backend(
     assert client.get(job_id) is None
     assert client.cancel(job_id) is False
     assert client.reschedule(job_id, countdown=60) is False
+
+
+@pytest.mark.parametrize("recurring_id", IMPOSSIBLE_IDS)
+def test_a_recurring_id_that_cannot_exist_is_not_found_on_every_backend(
+    storage: Storage, recurring_id: str
+) -> None:
+    assert storage.get_recurring(recurring_id) is None
+    assert storage.remove_recurring(recurring_id) is False
+    assert storage.set_recurring_enabled(recurring_id, False, None) is False
+    jobs = Client(storage).recurring
+    assert jobs.get(recurring_id) is None
+    assert jobs.remove(recurring_id) is False
+    with pytest.raises(InvalidJobError, match="does not exist"):
+        jobs.pause(recurring_id)
 
 
 @pytest.mark.parametrize("job_id", IMPOSSIBLE_IDS)

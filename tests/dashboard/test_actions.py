@@ -137,6 +137,12 @@ def test_recurring_edit_shows_the_apis_validation_error_in_the_form(
     assert bad.status_code == 400 and 'id="form-error"' in body and "61 * * * *" in body
     bad_zone = web.post("/recurring/edit", data={**base, "cron": "0 3 * * *", "timezone": "Mars/X"})
     assert bad_zone.status_code == 400 and "Mars/X" in bad_zone.get_data(as_text=True)
+    for machine_zone in ("localtime", "Factory", "posixrules"):  # keys, not IANA zones
+        refused = web.post(
+            "/recurring/edit", data={**base, "cron": "0 3 * * *", "timezone": machine_zone}
+        )
+        assert refused.status_code == 400, machine_zone
+        assert f"time zone &#39;{machine_zone}&#39;" in refused.get_data(as_text=True)
     found = client.recurring.get("nightly")
     assert found is not None and found.schedule.cron == "0 2 * * *"
     good = web.post(

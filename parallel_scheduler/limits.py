@@ -51,6 +51,7 @@ __all__ = [
     "check_page",
     "in_range",
     "is_number",
+    "lands_too_late",
     "shown",
     "too_deep",
 ]
@@ -111,19 +112,30 @@ def check_instant(name: str, epoch: object) -> float:
     return value
 
 
+def _finite(number: object) -> bool:
+    """Whether a real number is finite as given (``10**400`` is, though no float holds it)."""
+    if isinstance(number, Decimal):
+        return number.is_finite()
+    return not isinstance(number, float) or math.isfinite(number)
+
+
 def check_countdown(name: str, seconds: object, now: float) -> float:
     """``now + seconds`` when that lands inside the range; ``InvalidJobError`` otherwise."""
     if not is_number(seconds):
         raise InvalidJobError(f"{name} must be a number of seconds, not {shown(seconds)}")
     value = as_float(seconds)
-    if math.isnan(value) or value < 0:
+    if not _finite(seconds) or value < 0:
         raise InvalidJobError(f"{name} must be finite and >= 0, not {shown(seconds)}")
-    if now + value > MAX_INSTANT:
-        raise InvalidJobError(
-            f"{name} {shown(seconds)} lands after 9999-01-01T00:00:00Z, outside the valid range "
-            f"({_RANGE_TEXT})"
-        )
+    if now + value > MAX_INSTANT:  # an int past a float's range (10**400) too: it is finite
+        raise lands_too_late(name, shown(seconds))
     return now + value
+
+
+def lands_too_late(name: str, text: str) -> InvalidJobError:
+    """The error for a countdown ``name`` (shown as ``text``) that lands past the range."""
+    return InvalidJobError(
+        f"{name} {text} lands after 9999-01-01T00:00:00Z, outside the valid range ({_RANGE_TEXT})"
+    )
 
 
 def check_interval(name: str, seconds: object) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -135,6 +136,9 @@ def _number(raw: str, what: str) -> float:
 def countdown_arg(raw: str) -> float:
     """Seconds from now, landing inside the valid range (on this host's clock)."""
     seconds = _number(raw, "seconds")
+    if math.isinf(seconds) and "inf" not in raw.lower():  # finite, but past a float's range
+        too_late = limits.lands_too_late("countdown", limits.shown(raw.strip()))
+        raise argparse.ArgumentTypeError(str(too_late))
     try:
         limits.check_countdown("countdown", seconds, time.time())
     except InvalidJobError as exc:

@@ -1,6 +1,6 @@
 """The release path reads a claimed job's expiry through ``envelopes.release_facts``; a payload it
 cannot read is no expiry of its own: the job goes to its dispatcher, which fails on it and says
-why, and the job stays Scheduled with that error, as any failed send does."""
+why, and the job alone backs off Scheduled with that error, as a job that cannot be sent does."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _never_called(*args: Any) -> None:
 
 @pytest.mark.parametrize("release_mode", ["per_job", "batch"])
 @pytest.mark.parametrize("payload", ["{not json", '{"options": {"expires": ', "[1, 2]"])
-def test_an_unreadable_payload_is_a_failed_send_not_a_failed_pass(
+def test_an_unreadable_payload_backs_off_alone_not_a_failed_pass(
     storage: Storage, release_mode: str, payload: str
 ) -> None:
     # Given a due job whose stored payload cannot be read (written by hand, or by a bug)
@@ -31,8 +31,11 @@ def test_an_unreadable_payload_is_a_failed_send_not_a_failed_pass(
         stats = scheduler.run_once()
     finally:
         scheduler.close()
-    # Then the pass ends normally with one failed send, and the job waits, saying why
-    assert (stats.fetched, stats.failed, stats.released, stats.expired) == (1, 1, 0, 0)
+    # Then the pass ends normally (no failed send: the job's own fault), and the job waits,
+    # saying why
+    assert (stats.fetched, stats.failed, stats.released, stats.expired) == (1, 0, 0, 0)
+    assert stats.backed_off == 1
     record = storage.get_job("unreadable")
     assert record is not None and record.state is JobState.SCHEDULED
-    assert record.last_error is not None and "dispatch failed" in record.last_error
+    assert record.last_error is not None and "do not decode" in record.last_error
+    assert record.due_at > storage.now()  # backed off: not claimed first again next pass

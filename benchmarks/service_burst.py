@@ -13,7 +13,8 @@ service figure should be within 15% of the pass figure; a larger gap is a defect
 ``--recurring N`` adds the recurring scheduler's row: N recurring jobs whose first tick is one
 instant (an hourly interval starting then), fired and released by the same two runs;
 ``--shards S`` runs everything on a store split into S shards. Each prefix is dropped after its
-run.
+run. ``--limits`` also runs ``benchmarks/limits.py`` at the same size in the same run and puts
+its figure for the same path (and the raw limit of that storage) beside each delayed row.
 
     .venv/bin/python -m benchmarks.service_burst --jobs 50000 --recurring 10000 --out sb.json
 """
@@ -34,6 +35,7 @@ from typing import Any
 
 import redis
 
+from benchmarks.harness.limit_items import ONE_SCRIPT, RAW_LUA, RAW_PG
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import from_url
@@ -44,6 +46,14 @@ POSTGRESQL = os.environ.get(
 REDIS = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 COMMAND = str(Path(sys.executable).with_name("parallel-scheduler"))
 STORE_CHUNK = 5000
+#: The item of ``limits.py`` that releases as each delayed row does, and that storage's limit.
+LIMITS_ITEMS = {
+    ("postgresql", False): ("pg-release", "batch + fast publish"),
+    ("postgresql", True): ("pg-release", "defaults (Settings())"),
+    ("redis", False): ("redis-release", "batch + fast publish"),
+    ("redis", True): ("redis-release", ONE_SCRIPT),
+}
+RAW_LIMITS = {"pg-release": RAW_PG, "redis-release": RAW_LUA}
 
 
 def _broker(redis_url: str) -> str:
@@ -169,6 +179,35 @@ def service(url: str, burst: Burst, broker: redis.Redis) -> float:
     return jobs / elapsed
 
 
+def limits_figures(storages: list[str], jobs: int, out: Path) -> dict[str, Any]:
+    """``limits.py``'s release groups for ``storages`` at ``jobs`` jobs a run, one run each."""
+    groups = sorted({LIMITS_ITEMS[(storage, False)][0] for storage in storages})
+    subprocess.run(
+        [
+            *(sys.executable, str(Path(__file__).with_name("limits.py"))),
+            *("--jobs", str(jobs), "--repetitions", "1", "--warmup", "0", "--token-chars", "8"),
+            *("--redis-url", REDIS, "--postgresql-url", POSTGRESQL, "--out", str(out)),
+            *("--only", *groups),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    figures: dict[str, Any] = json.loads(out.read_text())["groups"]
+    return figures
+
+
+def _beside_limits(row: dict[str, Any], groups: dict[str, Any], accept_time: bool) -> None:
+    group, name = LIMITS_ITEMS[(row["storage"], accept_time)]
+    items = groups[group]["items"]
+    path = items[name]["median_jobs_per_s"]
+    row["limits_path"] = f"{group}/{name}"
+    row["limits_path_jobs_per_s"] = None if path is None else round(path)
+    raw = items[RAW_LIMITS[group]]["median_jobs_per_s"]
+    row["raw_limit_jobs_per_s"] = None if raw is None else round(raw)
+    if path:
+        row["service_vs_limits_path"] = round(row["service_jobs_per_s"] / path, 3)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50_000)
@@ -178,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "--lead", type=float, default=6.0, help="seconds between storing's end and the due instant"
     )
     parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
+    parser.add_argument("--limits", action="store_true", help="limits.py's figures beside")
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
     if ns.out is not None and ns.out.exists():
@@ -198,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         Burst(ns.jobs, accept, False, ns.shards, ns.lead) for accept in (False, True) if ns.jobs
     ]
     bursts += [Burst(ns.recurring, False, True, ns.shards, ns.lead)] if ns.recurring else []
+    groups: dict[str, Any] = {}
+    if ns.limits and ns.jobs:
+        scratch = Path(f"/tmp/service_burst_limits_{uuid.uuid4().hex[:8]}.json")
+        groups = limits_figures(ns.storages, ns.jobs, scratch)
+        document["limits"] = {"command": "benchmarks/limits.py", "groups": groups}
+        scratch.unlink()
     for storage in ns.storages:
         for burst in bursts:
             pass_rate = one_pass(urls[storage], burst, broker)
@@ -212,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 "service_jobs_per_s": round(service_rate),
                 "service_vs_pass": round(service_rate / pass_rate, 3),
             }
+            if groups and not burst.recurring:
+                _beside_limits(row, groups, burst.accept_time)
             rows.append(row)
             print(json.dumps(row), flush=True)
     document["load_end"] = os.getloadavg()

@@ -1,8 +1,9 @@
 """Smoke test of ``benchmarks/service_burst.py``, the command the README's "Through the service"
 table comes from: at a tiny size, against the real servers, every row (PostgreSQL and Redis;
 messages built at release and at accept; the recurring burst; a sharded store) releases each job
-once through ``parallel-scheduler run --once`` and through ``parallel-scheduler run``, and leaves
-no store behind. The figures themselves are not asserted: at 300 jobs they mean nothing.
+once through ``parallel-scheduler run --once`` and through ``parallel-scheduler run``, gets the
+same path's figure from ``benchmarks/limits.py`` beside it, and leaves no store behind. The
+figures themselves are not asserted: at 300 jobs they mean nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def test_every_row_is_checked_through_the_pass_and_the_service(tmp_path: Path, s
     tables, keys = _tables(), _keys()
     out = tmp_path / "service_burst.json"
     tiny = ["--jobs", "300", "--recurring", "30", "--lead", "2", "--shards", str(shards)]
+    tiny += ["--limits"] if shards == 1 else []  # limits.py's figures beside, in the same run
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.service_burst", *tiny, "--out", str(out)],
         cwd=ROOT,
@@ -67,6 +69,9 @@ def test_every_row_is_checked_through_the_pass_and_the_service(tmp_path: Path, s
     for row in document["rows"]:
         assert row["shards"] == shards
         assert row["pass_jobs_per_s"] > 0 and row["service_jobs_per_s"] > 0, row
+        if shards == 1 and row["kind"] == "delayed":
+            assert row["limits_path_jobs_per_s"] > 0 and row["raw_limit_jobs_per_s"] > 0, row
+            assert row["service_vs_limits_path"] > 0, row
     # Each run dropped its prefix: the benchmark leaves the shared servers as it found them.
     assert _tables() == tables
     assert _keys() == keys

@@ -256,6 +256,25 @@ def adapter_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def adapter_url(adapter_kind: str, tmp_path: Path) -> str:
+    """The URL of a store of ``adapter_kind`` (SQLite: a file under ``tmp_path``)."""
+    return storage_url(adapter_kind, tmp_path)
+
+
+@pytest.fixture
+def four_shards(adapter_url: str) -> Iterator[str]:
+    """A new prefix set up with 4 shards; dropped afterwards with any shard a test created."""
+    from tests.shard_stores import drop_shards
+
+    name = unique_prefix()
+    store = storage_adapters.from_url(adapter_url, prefix=name, shards=4)
+    store.setup()
+    store.close()
+    yield name
+    drop_shards(adapter_url, name)
+
+
+@pytest.fixture
 def make_storage(adapter_kind: str, tmp_path: Path) -> Iterator[object]:
     """A factory of storages that share one prefix, as several scheduler processes would."""
     url = storage_url(adapter_kind, tmp_path)

@@ -3,47 +3,20 @@ table or key and says so, and a command of another shard count writes nothing (i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import storage_adapters
 from parallel_scheduler.cli import main
-from storage_adapters.sharding import shard_prefix
 from tests.conftest import storage_url, unique_prefix
-from tests.storage.test_shard_count_guard import assert_nothing_written, exists
-
-KINDS = [
-    "sqlite",
-    pytest.param("postgresql", marks=pytest.mark.postgresql),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(params=KINDS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return storage_url(str(request.param), tmp_path)
+from tests.shard_stores import assert_nothing_written, exists
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = main(["--log-level", "WARNING", *args])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-@pytest.fixture
-def sharded_prefix(url: str) -> Iterator[str]:
-    """A new prefix set up with 4 shards; dropped afterwards with any shard a test created."""
-    name = unique_prefix()
-    store = storage_adapters.from_url(url, prefix=name, shards=4)
-    store.setup()
-    store.close()
-    yield name
-    for shard in range(8):
-        leftover = storage_adapters.from_url(url, prefix=shard_prefix(name, shard))
-        leftover.drop()
-        leftover.close()
 
 
 @pytest.mark.parametrize("command", [["list"], ["show", "x"], ["status"], ["recurring", "list"]])
@@ -71,10 +44,10 @@ def test_read_only_commands_create_no_table_or_key(
 
 
 def test_schedule_with_another_shard_count_writes_nothing(
-    url: str, sharded_prefix: str, capsys: pytest.CaptureFixture[str]
+    adapter_url: str, four_shards: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["--storage-url", url, "--prefix", sharded_prefix, "--shards", "8"]
+    args = ["--storage-url", adapter_url, "--prefix", four_shards, "--shards", "8"]
     code, out, err = run_cli([*args, "schedule", "t.add", "--countdown", "60"], capsys)
     assert (code, out) == (2, "")
     assert "split into 4 shard(s)" in err
-    assert_nothing_written(url, sharded_prefix)
+    assert_nothing_written(adapter_url, four_shards)

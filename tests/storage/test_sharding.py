@@ -7,7 +7,6 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,31 +23,19 @@ from storage_adapters import (
     shards_of,
 )
 from storage_adapters.sharding import MAX_SHARDS, shard_key
-from tests.conftest import storage_url, unique_prefix
-
-KINDS = [
-    "sqlite",
-    pytest.param("postgresql", marks=pytest.mark.postgresql),
-    pytest.param("redis", marks=pytest.mark.redis),
-]
-
-
-@pytest.fixture(params=KINDS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return storage_url(str(request.param), tmp_path)
-
+from tests.conftest import unique_prefix
 
 OpenStore = Callable[[int], Storage]
 
 
 @pytest.fixture
-def open_store(url: str) -> Iterator[OpenStore]:
+def open_store(adapter_url: str) -> Iterator[OpenStore]:
     """Opens stores with a given shard count under one new prefix; all closed, then dropped."""
     prefix = unique_prefix()
     stores: list[Storage] = []
 
     def opened(shards: int) -> Storage:
-        store = storage_adapters.from_url(url, prefix=prefix, shards=shards)
+        store = storage_adapters.from_url(adapter_url, prefix=prefix, shards=shards)
         stores.append(store)
         return store
 
@@ -56,7 +43,7 @@ def open_store(url: str) -> Iterator[OpenStore]:
     for store in stores:
         store.close()
     for shards in {len(shards_of(store)) for store in stores}:
-        cleaner = storage_adapters.from_url(url, prefix=prefix, shards=shards)
+        cleaner = storage_adapters.from_url(adapter_url, prefix=prefix, shards=shards)
         cleaner.drop()
         cleaner.close()
 

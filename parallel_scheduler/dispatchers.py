@@ -52,12 +52,23 @@ def lease_lost() -> LeaseLost:
 
 
 class BatchDispatchError(DispatchError):
-    """A batch hand-off stopped part-way: the first ``sent`` jobs were sent, the rest were not."""
+    """A batch hand-off stopped part-way: the first ``sent`` jobs were sent, the rest were not,
+    except, when ``cause`` is an ``UnsendableJobError`` (for the job at place ``sent``), the jobs
+    after it that its ``taken_after`` names."""
 
     def __init__(self, sent: int, cause: BaseException) -> None:
         super().__init__(f"dispatch failed after {sent} job(s): {type(cause).__name__}: {cause}")
         self.sent = sent
         self.cause = cause
+
+    def sent_places(self, jobs: Sequence[ClaimedJob]) -> list[int]:
+        """The places in ``jobs``, the batch this error stopped, of the jobs that were sent, in
+        ascending order."""
+        places = list(range(min(self.sent, len(jobs))))
+        if isinstance(self.cause, UnsendableJobError) and self.cause.taken_after:
+            taken = self.cause.taken_after
+            places += [i for i in range(self.sent + 1, len(jobs)) if jobs[i].id in taken]
+        return places
 
 
 @runtime_checkable
@@ -70,6 +81,9 @@ class Dispatcher(Protocol):
 
         ``keep_going()`` is asked before each send (once, before an all-or-nothing send of the
         whole batch); when it says no, stop with ``BatchDispatchError(sent, LeaseLost(...))``.
+        One job that cannot be sent stops the batch as ``BatchDispatchError(its place,
+        UnsendableJobError(its id, reason, taken_after=...))``: the jobs before it went, and of
+        those after it, the ones ``taken_after`` names went too (the rest are sent again).
         """
 
 

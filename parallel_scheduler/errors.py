@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from storage_adapters import (
     MissingExtraError,
     ParallelSchedulerError,
@@ -46,9 +48,18 @@ class UnsendableJobError(DispatchError):
     that do not decode), or the broker refused or could not route it (no such exchange). The
     release backs off this job alone and sets it aside as ``failed`` after a bounded number of
     attempts, so it never holds back the jobs beside it. ``reason`` is said in words, for
-    ``last_error``."""
+    ``last_error``.
 
-    def __init__(self, job_id: str, reason: str) -> None:
+    ``taken_after``: raised as the cause of ``BatchDispatchError(sent, ...)``, the ids of jobs
+    after this one in the batch that the worker system took all the same (a broker that
+    refused one message of a pipelined batch and kept the later ones); the release counts them
+    as sent and does not send them again. Empty (the default) means no job after this one is
+    known to be sent: all of them are sent again, so name only jobs known to be taken (a job
+    left out may run twice; one named but not taken is lost).
+    """
+
+    def __init__(self, job_id: str, reason: str, taken_after: Iterable[str] = ()) -> None:
         super().__init__(f"job {job_id!r} cannot be sent: {reason}")
         self.job_id = job_id
         self.reason = reason
+        self.taken_after = frozenset(taken_after)

@@ -7,8 +7,10 @@ may then be sent twice, never lost; the job id is the task id, so the worker sid
 
 A job that cannot be sent by its own fault (its dispatcher names it with ``UnsendableJobError``,
 or its stored arguments do not decode) never holds back the others: it alone is given back for
-later (``send_backoff``), the jobs after it are sent at once, and at its ``max_send_attempts``-th
-attempt it is set aside as ``FAILED`` with its ``last_error`` until someone reschedules it.
+later (``send_backoff``), the jobs after it are sent at once (except those its dispatcher says
+were taken all the same, ``UnsendableJobError.taken_after``: they count as sent), and at its
+``max_send_attempts``-th attempt it is set aside as ``FAILED`` with its ``last_error`` until
+someone reschedules it.
 
 ``release_claims`` is the unit of that window: it sends what it is given, then marks it, in the
 calling thread. The caller sizes what it hands over (one job per thread in ``per_job`` mode, one
@@ -96,6 +98,17 @@ def _faulty(
         except UnsendableJobError as exc:
             faulty.append((claim, exc.reason))
     return faulty
+
+
+def _rest(claims: list[ClaimedJob], went: Sequence[ClaimedJob]) -> list[ClaimedJob]:
+    """``claims`` but those among them that ``went``: not always a prefix, since a dispatcher
+    may say jobs after one that cannot be sent were taken (``UnsendableJobError.taken_after``)."""
+    if not went:
+        return claims
+    if len(went) == len(claims):
+        return []
+    gone = {claim.id for claim in went}
+    return [claim for claim in claims if claim.id not in gone]
 
 
 def _one_line(text: str) -> str:
@@ -275,7 +288,7 @@ class Releaser:
             started += went_at
             if sent_to is not None:  # before any settlement write, which may fail
                 sent_to.extend(went)
-            unsent = unsent[len(went) :]
+            unsent = _rest(unsent, went)
             faulty = _faulty(unsent, unsendable) if error is not None else []
             if not faulty:
                 break
@@ -333,10 +346,12 @@ class Releaser:
     def _send(
         self, claims: list[ClaimedJob], lock: HeldLock, until: float | None = None
     ) -> tuple[list[ClaimedJob], list[float], str | None, UnsendableJobError | None]:
-        """Send ``claims`` with a few quick retries of the unsent tail; returns what went, when
-        each of those sends started (``time.monotonic()``), the error (``None`` also when the
-        lease ran out, which is no failure of the broker) and, when the send stopped at one job
-        that cannot be sent (not retried: it would fail again), that job's error too.
+        """Send ``claims`` with a few quick retries of the unsent ones; returns what went (the
+        jobs before one that cannot be sent, and those after it its dispatcher says were taken
+        all the same), when each of those sends started (``time.monotonic()``), the error
+        (``None`` also when the lease ran out, which is no failure of the broker) and, when the
+        send stopped at one job that cannot be sent (not retried: it would fail again), that
+        job's error too.
 
         The lock's local lease check runs before every send, so a holder frozen mid-batch does
         not send the rest of it after another scheduler may have taken those jobs over. The
@@ -362,24 +377,25 @@ class Releaser:
                 checks.append(now)
                 return True
 
-            def went(count: int) -> None:
+            def went(places: Sequence[int]) -> None:
                 nonlocal remaining
-                sent.extend(remaining[:count])
+                gone = [remaining[i] for i in places]
+                sent.extend(gone)
                 times = checks or [attempt_started]
-                started.extend(times[min(i, len(times) - 1)] for i in range(count))
-                remaining = remaining[count:]
+                started.extend(times[min(i, len(times) - 1)] for i in places)
+                remaining = _rest(remaining, gone)
 
             try:
                 self._dispatch(remaining, keep_going)
             except BatchDispatchError as exc:
-                went(exc.sent)
+                went(exc.sent_places(remaining))
                 if isinstance(exc.cause, LeaseLost):
                     raise exc.cause from exc
                 if isinstance(exc.cause, UnsendableJobError):
                     unsendable = exc.cause
                     return
                 raise
-            went(len(remaining))
+            went(range(len(remaining)))
 
         try:
             call_dispatcher(attempt)

@@ -784,3 +784,110 @@ def test_send_task_one_job_for_a_missing_exchange_is_unsendable(broker: Broker) 
     assert raised.value.reason == f"no exchange {exchange!r} on the broker"
     dispatcher.dispatch((good := jobs(queue, 1, "good"))[0])
     assert ids_in(broker, queue) == Counter(job.id for job in good)
+
+
+def release_around_one_refused(
+    broker: Broker, publisher: AmqpPublisher, tmp_path: Path, queue: str, bad: dict[str, Any]
+) -> tuple[list[str], str | None, JobState | None]:
+    """One batch-mode scheduler pass over 21 due jobs on SQLite, the one with ``bad`` options
+    due in the middle (one chunk): the ids that arrived in ``queue`` in order, and the bad
+    job's ``last_error`` and state afterwards. Every good job is asserted Enqueued."""
+    _, storage = set_up_storage(f"sqlite:///{tmp_path / 'store.db'}")
+    now = storage.now()
+    good = [
+        JobSpec(TASK, args=[i], options={"queue": queue}, id=f"good-{i}", eta=now - 30 + i)
+        for i in range(20)
+    ]
+    odd = JobSpec(
+        TASK, options={"queue": queue, **bad}, id="bad", eta=now - 20.5
+    )  # good-9 < it < good-10
+    storage.add_jobs([spec.encode(now) for spec in [*good[:10], odd, *good[10:]]])
+    scheduler = DelayedJobScheduler(storage, publisher, Settings(release_mode="batch"))
+    try:
+        stats = scheduler.run_once()
+        arrived = [m.properties["application_headers"]["id"] for m in broker.take(queue)]
+        for spec in good:
+            stored = storage.get_job(str(spec.id))
+            assert stored is not None and stored.state is JobState.ENQUEUED, spec.id
+        assert stats.released == len(good) and stats.backed_off == 1 and stats.failed == 0
+        refused = storage.get_job("bad")
+        return arrived, refused and refused.last_error, refused and refused.state
+    finally:
+        scheduler.close()
+        storage.drop()
+        storage.close()
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
+def test_a_pass_sends_the_jobs_after_one_sent_back_twice_exactly_once(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path, guarantee: str
+) -> None:
+    # Given a chunk with one job in its middle that no queue is bound for (sent back, declared
+    # again and sent back again), while the broker takes the jobs after it
+    queue = broker.queue()
+    publisher = publishers(make_app(queue), guarantee=guarantee)
+    # When a scheduler pass releases the chunk
+    arrived, last_error, state = release_around_one_refused(
+        broker, publisher, tmp_path, queue, {"exchange": "amq.direct", "routing_key": "nowhere"}
+    )
+    # Then every other job is in the queue exactly once (none sent again), and the bad one is
+    # Scheduled again, saying why
+    assert Counter(arrived) == Counter(f"good-{i}" for i in range(20))
+    assert state is JobState.SCHEDULED and last_error is not None
+    assert "no queue bound to route 'nowhere' on exchange 'amq.direct'" in last_error
+
+
+@pytest.mark.rabbitmq
+def test_a_pass_sends_the_jobs_after_a_nacked_one_exactly_once(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path
+) -> None:
+    # Given a chunk with one job in its middle for a queue that refuses every message (the
+    # broker nacks it under confirms) and acks the jobs after it, for a queue of their own
+    queue, full = broker.queue(), broker.queue("full")
+    refusing = KombuQueue(full, routing_key=full)
+    refusing.queue_arguments = {"x-max-length": 0, "x-overflow": "reject-publish"}
+    app = make_app(queue, task_queues=[KombuQueue(queue, routing_key=queue), refusing])
+    publisher = publishers(app, guarantee="confirms")
+    # When a scheduler pass releases the chunk
+    arrived, last_error, state = release_around_one_refused(
+        broker, publisher, tmp_path, queue, {"queue": full}
+    )
+    # Then every other job is in the queue exactly once, and the bad one is Scheduled again
+    assert Counter(arrived) == Counter(f"good-{i}" for i in range(20))
+    assert broker.count(full) == 0
+    assert state is JobState.SCHEDULED and last_error is not None
+    assert "the broker refused the message (nack)" in last_error
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize(
+    ("refusal", "guarantee"),
+    [("nack", "confirms"), ("returned", "transaction"), ("returned", "confirms")],
+)
+def test_the_jobs_taken_after_a_refused_one_are_named_and_a_second_refused_one_is_not(
+    broker: Broker, publishers: Callable[..., AmqpPublisher], refusal: str, guarantee: str
+) -> None:
+    # Given a chunk with two jobs the broker will not take (a queue refusing every message, or
+    # a route no queue is bound to), each among good ones
+    queue, full = broker.queue(), broker.queue("full")
+    refusing = KombuQueue(full, routing_key=full)
+    refusing.queue_arguments = {"x-max-length": 0, "x-overflow": "reject-publish"}
+    app = make_app(queue, task_queues=[KombuQueue(queue, routing_key=queue), refusing])
+    publisher = publishers(app, guarantee=guarantee)
+    nack = refusal == "nack"
+    to, route = (
+        (full, {}) if nack else (queue, {"exchange": "amq.direct", "routing_key": "nowhere"})
+    )
+    first, middle, last = (jobs(queue, 5, label) for label in ("first", "middle", "last"))
+    (bad1,), (bad2,) = jobs(to, 1, "bad1", **route), jobs(to, 1, "bad2", **route)
+    # When it is published
+    with pytest.raises(BatchDispatchError) as raised:
+        publisher.dispatch_many([*first, bad1, *middle, bad2, *last])
+    # Then the first bad one is named, with the good jobs after it the broker took: not the
+    # second bad one, which the release sends again
+    assert raised.value.sent == len(first)
+    cause = raised.value.cause
+    assert isinstance(cause, UnsendableJobError) and cause.job_id == bad1.id
+    assert cause.taken_after == {job.id for job in [*middle, *last]}
+    assert ids_in(broker, queue) == Counter(job.id for job in [*first, *middle, *last])

@@ -11,8 +11,10 @@ nothing: when anything fails before the commit, none of it is delivered and
 ``BatchDispatchError(0, ...)`` is raised; the next call connects afresh. One message the broker
 will not take (its exchange does not exist, no queue is bound for its route, or the broker nacks
 it) is told apart from a failure of the chunk: the messages before it are delivered, and
-``BatchDispatchError(its place, UnsendableJobError(job id, reason))`` names it, so the release
-sets that job aside and sends the ones after it.
+``BatchDispatchError(its place, UnsendableJobError(job id, reason, taken_after))`` names it, so
+the release sets that job aside and sends the ones after it, but for those the broker took all
+the same (``taken_after``: after a return or a nack, the broker kept the later messages; after
+it closed the channel for a missing exchange, it took none of them).
 
 A worker receives what ``send_task`` would have published: protocol 2 headers with the job id as
 task id and root id, the route's exchange and routing key, priority, delivery mode, the
@@ -136,24 +138,32 @@ class AmqpPublisher:
     def _send(self, messages: Sequence[Message], keep_going: KeepGoing) -> None:
         """Publish ``messages`` in order. When the broker will not take one (``Refused``), the
         ones before it are published (again, on a fresh connection, if they were in doubt) and
-        ``BatchDispatchError(its place, UnsendableJobError)`` says which and why; the ones after
-        it are left to the caller, which sends them next."""
-        done, end, reason = 0, len(messages), ""
+        ``BatchDispatchError(its place, UnsendableJobError)`` says which and why, naming as
+        ``taken_after`` the ones after it the broker took all the same; the others after it are
+        left to the caller, which sends them next."""
+        pending = list(range(len(messages)))  # places still to publish, in order
+        taken: set[int] = set()  # places in the broker's hands
+        bad: int | None = None
+        reason = ""
         retried: set[int] = set()
-        while done < end:
+        while pending:
             try:
                 link = self._pool.checkout()
             except Exception as exc:
-                raise BatchDispatchError(done, self._scrubbed(exc, "cannot connect to")) from exc
+                unreached = self._scrubbed(exc, "cannot connect to")
+                raise BatchDispatchError(pending[0], unreached) from exc
             try:
-                self._publish(link, messages[done:end], keep_going)
+                self._publish(link, [messages[p] for p in pending], keep_going)
             except Refused as refused:
                 self._pool.give_back(link, keep=not link.broken)
-                bad, done = done + refused.index, done + refused.delivered
-                if refused.retry and bad not in retried:
-                    retried.add(bad)  # a fresh connection declares its route again
-                else:
-                    end, reason = bad, refused.reason
+                at = pending[refused.index]
+                taken.update(pending[t] for t in refused.taken)
+                if refused.retry and at not in retried:
+                    retried.add(at)  # a fresh connection declares its route again
+                    pending = [p for p in pending if p not in taken]
+                else:  # those before it that are in doubt go again; the caller has the rest
+                    bad, reason = at, refused.reason
+                    pending = [p for p in pending[: refused.index] if p not in taken]
                 continue
             except TooLarge:
                 self._pool.give_back(link, keep=True)
@@ -163,24 +173,29 @@ class AmqpPublisher:
                 self._pool.give_back(link, keep=stopped and not link.broken)
                 if not stopped:
                     cause = self._scrubbed(cause, "publishing failed on")
-                raise BatchDispatchError(done + partway.sent, cause) from partway.cause
+                raise BatchDispatchError(pending[partway.sent], cause) from partway.cause
             except LeaseLost as exc:
                 self._pool.give_back(link, keep=not link.broken)
-                raise BatchDispatchError(done, exc) from exc
+                raise BatchDispatchError(pending[0], exc) from exc
             except Exception as exc:
                 link.close()
-                raise BatchDispatchError(done, self._scrubbed(exc, "publishing failed on")) from exc
+                failed = self._scrubbed(exc, "publishing failed on")
+                raise BatchDispatchError(pending[0], failed) from exc
             self._pool.give_back(link, keep=True)
-            done = end
-        if end < len(messages):
-            raise BatchDispatchError(end, UnsendableJobError(messages[end].job_id, reason))
+            taken.update(pending)
+            pending = []
+        if bad is not None:
+            after = [messages[p].job_id for p in sorted(taken) if p > bad]
+            unsendable = UnsendableJobError(messages[bad].job_id, reason, taken_after=after)
+            raise BatchDispatchError(bad, unsendable)
 
     @staticmethod
     def _publish(link: Link, batch: Sequence[Message], keep_going: KeepGoing) -> None:
         """Publish ``batch`` on ``link``; messages sent back as unroutable (a queue deleted after
         its declaration) are declared and sent once more, and if they come back again, the first
-        is ``Refused``: the others of the batch are delivered, so the refusal is counted in
-        places of the whole batch (``_Partway`` for any other failure of that second send)."""
+        is ``Refused``: the others of the batch are delivered (they are its ``taken``), so the
+        refusal is counted in places of the whole batch (``_Partway`` for any other failure of
+        that second send)."""
         returned = link.publish(batch, keep_going)
         if not returned:
             return
@@ -188,12 +203,13 @@ class AmqpPublisher:
         try:
             again = link.publish([batch[i] for i in returned], keep_going)
         except Refused as refused:
-            raise refused.among(returned) from refused
+            raise refused.among(returned, len(batch)) from refused
         except Exception as exc:
             raise _Partway(returned[0], exc) from exc
-        if again:
-            first = returned[again[0]]
-            raise Refused(first, first, link.returned[batch[first].job_id])
+        if again:  # of the batch, all but those sent back twice are in the broker's hands
+            reason = link.returned[batch[returned[again[0]]].job_id]
+            kept = set(range(len(returned))).difference(again)
+            raise Refused(again[0], kept, reason).among(returned, len(batch))
 
     def close(self) -> None:
         """Close the idle connections (a call after this one opens new ones)."""

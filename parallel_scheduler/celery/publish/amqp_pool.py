@@ -9,7 +9,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import amqp  # type: ignore[import-untyped]
@@ -33,21 +33,25 @@ _MAX_IDLE_LINKS = 16
 
 class Refused(DispatchError):
     """The broker would not take one message of a published batch: ``index`` is its place in
-    the batch, ``reason`` says why in words, and the batch's first ``delivered`` messages are in
-    the broker's hands (those between them and ``index`` may be, and are sent again).
-    ``retry``: a fresh connection, which declares the routes again, may yet get it through."""
+    the batch, ``reason`` says why in words, and ``taken`` holds the places of the batch's
+    messages known to be in the broker's hands, before it or after it (the others may be, and
+    are sent again). ``retry``: a fresh connection, which declares the routes again, may yet get
+    it through."""
 
-    def __init__(self, index: int, delivered: int, reason: str, retry: bool = False) -> None:
+    def __init__(self, index: int, taken: Iterable[int], reason: str, retry: bool = False) -> None:
         super().__init__(reason)
         self.index = index
-        self.delivered = delivered
+        self.taken = frozenset(taken)
         self.reason = reason
         self.retry = retry
 
-    def among(self, places: Sequence[int]) -> Refused:
-        """The same refusal of a batch made of the messages at ``places`` of a larger one, all of
-        whose other messages were delivered, in that larger batch's places."""
-        return Refused(places[self.index], places[self.delivered], self.reason, self.retry)
+    def among(self, places: Sequence[int], size: int) -> Refused:
+        """The same refusal of a batch made of the messages at ``places`` of a larger one of
+        ``size`` messages, all of whose other messages were delivered, in that larger batch's
+        places."""
+        others = set(range(size)).difference(places)
+        taken = others.union(places[t] for t in self.taken)
+        return Refused(places[self.index], taken, self.reason, self.retry)
 
 
 class Link:
@@ -149,11 +153,13 @@ class Link:
         if not self.returned and not self.nacked:
             return []
         returned = [i for i, message in enumerate(messages) if message.job_id in self.returned]
-        if self.nacked:  # the first message not taken is the one refused
-            first = min([min(self.nacked) - base - 1, *returned])
+        if self.nacked:  # the first message not taken is the one refused; the acked ones are in
+            nacked = [tag - base - 1 for tag in self.nacked]
+            first = min([*nacked, *returned])
+            taken = set(range(len(messages))).difference(nacked, returned)
             if first in returned:
-                raise Refused(first, first, self.returned[messages[first].job_id])
-            raise Refused(first, first, "the broker refused the message (nack)")
+                raise Refused(first, taken, self.returned[messages[first].job_id])
+            raise Refused(first, taken, "the broker refused the message (nack)")
         return returned
 
     def _commit(self, keep_going: KeepGoing) -> None:
@@ -183,8 +189,9 @@ class Link:
     @staticmethod
     def _no_exchange(exc: Any, messages: Sequence[Message], delivered: int) -> Refused | None:
         """A channel closed for an exchange the broker does not have, as the ``Refused`` of the
-        batch's first message published there (the broker stopped at that one); ``None`` when
-        the broker's words name none of the batch's exchanges."""
+        batch's first message published there (the broker stopped at that one: of the batch,
+        only the first ``delivered`` messages are taken); ``None`` when the broker's words name
+        none of the batch's exchanges."""
         exchange = missing_exchange(exc)
         for index, message in enumerate(messages):
             template = message.template
@@ -192,7 +199,7 @@ class Link:
                 # the queue's own exchange is declared with it: deleted behind our back?
                 own = exchange == getattr(template.queue.exchange, "name", None)
                 reason = no_exchange_reason(exchange)
-                return Refused(index, min(delivered, index), reason, retry=own)
+                return Refused(index, range(min(delivered, index)), reason, retry=own)
         return None
 
     def close(self) -> None:

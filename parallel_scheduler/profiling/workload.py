@@ -93,7 +93,7 @@ class RecordingDispatcher(_Recorder):
         try:
             self._inner.dispatch_many(jobs, keep_going)
         except BatchDispatchError as exc:
-            self.record(jobs[: exc.sent])
+            self.record([jobs[i] for i in exc.sent_places(jobs)])
             raise
         self.record(jobs)
 

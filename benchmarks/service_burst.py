@@ -70,6 +70,7 @@ class Burst:
     ) -> None:
         self.jobs = jobs
         self.min_lead = lead
+        self.stored_in: float | None = None  # seconds the last store took
         self.accept_time = accept_time
         self.recurring = recurring
         self.shards = shards
@@ -84,6 +85,13 @@ class Burst:
         return Client(storage_url=url, prefix=prefix, shards=self.shards, envelopes=envelopes)
 
     def store(self, url: str, prefix: str, due: datetime) -> None:
+        started = time.monotonic()
+        try:
+            self._store(url, prefix, due)
+        finally:
+            self.stored_in = time.monotonic() - started
+
+    def _store(self, url: str, prefix: str, due: datetime) -> None:
         with self.client(url, prefix) as client:
             client.setup()
             if self.recurring:
@@ -95,7 +103,10 @@ class Burst:
                 client.schedule_many(specs[start : start + STORE_CHUNK])
 
     def lead(self) -> float:
-        """Seconds ahead the due instant is set, so storing ends before it."""
+        """Seconds ahead the due instant is set, so storing ends before it: the last store's
+        time with a margin, or an estimate before the first."""
+        if self.stored_in is not None:
+            return self.min_lead + 1.3 * self.stored_in
         return self.min_lead + self.jobs / (500 if self.recurring else 4000)
 
 

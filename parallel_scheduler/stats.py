@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import NamedTuple, Protocol
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import NamedTuple, Protocol, TypeVar
 
 __all__ = [
     "FireOutcome",
@@ -19,6 +20,7 @@ __all__ = [
     "PassStats",
     "RecurringPassStats",
     "SchedulerStats",
+    "combined",
 ]
 
 
@@ -123,3 +125,24 @@ class RecurringPassStats:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+StatsT = TypeVar("StatsT", PassStats, RecurringPassStats)
+
+
+def combined(passes: Sequence[StatsT], duration: float) -> StatsT:
+    """The passes of one run over several shards as one: counts summed, the lock taken and idle
+    only if so on every shard, and ``duration`` the run's own (the shards ran side by side)."""
+    first = passes[0]
+    totals = {
+        f.name: sum(getattr(p, f.name) for p in passes)
+        for f in fields(first)
+        if f.name not in ("lock_acquired", "idle", "duration")
+    }
+    return replace(
+        first,
+        **totals,
+        lock_acquired=all(p.lock_acquired for p in passes),
+        idle=all(p.idle for p in passes),
+        duration=duration,
+    )

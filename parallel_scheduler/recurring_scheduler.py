@@ -127,9 +127,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         return FireResult(FireOutcome.FIRED, created, len(result) - created, plan.missed)
 
     def _next_work_at(self) -> float | None:
-        """The earliest due recurring job's next run, in one statement or script; ``None`` when
-        none is due yet (the loop then sleeps a poll interval)."""
-        due = self.storage.fetch_due_recurring(1)
-        if due:
-            return due[0].next_run_at
-        return None
+        """The earliest enabled recurring job's next run, due or not, in one round trip, so an
+        idle loop sleeps until that tick (at most a poll interval), not a poll interval past it;
+        ``None`` when none has a next run."""
+        return self.storage.next_recurring_at()

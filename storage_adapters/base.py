@@ -324,6 +324,10 @@ class RecurringStore(Protocol):
         Read-only, served by an index on next_run_at.
         """
 
+    def next_recurring_at(self) -> float | None:
+        """The earliest ``next_run_at`` of an enabled recurring job, due or not (``None``: none
+        has a next run), in one round trip: when an idle recurring loop next has work."""
+
     def fire_recurring(
         self, recurring_id: str, version: int, lock: LockLease, firing: Firing
     ) -> list[bool] | None:

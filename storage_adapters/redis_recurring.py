@@ -186,6 +186,11 @@ class RedisRecurring:
         rows = self._run("due_recurring", [self._key("rec_due")], args)
         return [_record(row[0], row[1:]) for row in rows]
 
+    def next_recurring_at(self) -> float | None:
+        with self._talking() as client:  # the due index holds exactly the enabled ones
+            first = client.zrange(self._key("rec_due"), 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
+
     def fire_recurring(
         self, recurring_id: str, version: int, lock: LockLease, firing: Firing
     ) -> list[bool] | None:

@@ -338,6 +338,10 @@ class ShardedStorage:
         parts = [shard.fetch_due_recurring(limit) for shard in self.shards]
         return _merged(parts, lambda record: (record.next_run_at, record.id), limit)
 
+    def next_recurring_at(self) -> float | None:
+        times = [t for shard in self.shards if (t := shard.next_recurring_at()) is not None]
+        return min(times, default=None)
+
     def fire_recurring(
         self, recurring_id: str, version: int, lock: LockLease, firing: Firing
     ) -> list[bool] | None:

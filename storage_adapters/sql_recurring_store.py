@@ -65,6 +65,10 @@ class SQLRecurringStore(SQLPlumbing):
         params = {"limit": positive_count("limit", limit)}
         return [recurring_record(row) for row in self._rows(self._sql.fetch_due_recurring, params)]
 
+    def next_recurring_at(self) -> float | None:
+        value = self._scalar(self._sql.next_recurring_at)
+        return None if value is None else float(value)
+
     def fire_recurring(
         self, recurring_id: str, version: int, lock: LockLease, firing: Firing
     ) -> list[bool] | None:

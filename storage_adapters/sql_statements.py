@@ -368,6 +368,12 @@ class Statements:
             .order_by(rec.c.next_run_at, rec.c.id)
             .limit(limit)
         )
+        self.next_recurring_at = (
+            sa.select(rec.c.next_run_at)
+            .where(rec.c.enabled, rec.c.next_run_at.is_not(None))
+            .order_by(rec.c.next_run_at)
+            .limit(1)
+        )
         bump = {"version": rec.c.version + 1, "updated_at": now}
         self.set_recurring_enabled = (
             sa.update(rec)

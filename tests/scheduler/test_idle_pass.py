@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any, cast
 
 import pytest
@@ -239,8 +240,8 @@ def test_an_idle_recurring_pass_costs_one_storage_call(
         wire_sends.clear()
         # When a pass runs
         stats = scheduler.run_once()
-        # Then it read the due recurring jobs once, and did nothing else
-        assert counting.calls == ["fetch_due_recurring"]
+        # Then it read when the next recurring job falls due, once, and did nothing else
+        assert counting.calls == ["next_recurring_at"]
         if isinstance(storage, RedisStorage):
             assert len(wire_sends) == 1
         assert stats.idle and not stats.lock_acquired and stats.fired == 0
@@ -248,6 +249,23 @@ def test_an_idle_recurring_pass_costs_one_storage_call(
         assert storage.set_recurring_enabled("hourly", True, storage.now() - HOUR)
         fired = scheduler.run_once()
         assert not fired.idle and fired.lock_acquired and fired.created == 1
+    finally:
+        scheduler.close()
+
+
+def test_an_idle_recurring_loop_sleeps_until_the_next_tick_not_a_poll_past_it(
+    storage: Storage,
+) -> None:
+    # Given a recurring job whose first tick is 5 s away, and a poll interval of 10 minutes
+    tick = datetime.fromtimestamp(storage.now() + 5, tz=timezone.utc)
+    Client(storage).recurring.save("soon", "tasks.report", every=3600, start=tick)
+    scheduler = RecurringJobScheduler(storage, Settings(poll_interval=600))
+    try:
+        # When an idle pass runs
+        stats = scheduler.run_once()
+        assert stats.idle and stats.fired == 0
+        # Then the loop sleeps until the tick, not the whole poll interval
+        assert 0.0 < scheduler._delay_after(stats) <= 5.0
     finally:
         scheduler.close()
 

@@ -274,3 +274,25 @@ def test_a_bad_id_is_refused(storage: Storage) -> None:
     with pytest.raises(InvalidIdentifierError):
         storage.save_recurring(recurring("has space", storage.now()), "create")
     assert storage.count_recurring() == 0
+
+
+def test_the_next_recurring_run_is_the_earliest_enabled_one_due_or_not(storage: Storage) -> None:
+    # Given no recurring job, then some due later, one paused earlier and one with no next run
+    assert storage.next_recurring_at() is None
+    now = storage.now()
+    storage.save_recurring(recurring("later", now + 600), "create")
+    storage.save_recurring(recurring("soon", now + 60), "create")
+    storage.save_recurring(recurring("paused", now + 5, enabled=False), "create")
+    storage.save_recurring(recurring("ended", None), "create")
+    # Then the next run is the earliest enabled one's, though none is due yet
+    assert storage.fetch_due_recurring(10) == []
+    assert storage.next_recurring_at() == pytest.approx(now + 60, abs=1e-3)
+    # And a firing that moves it on, or a pause, moves the answer with it
+    soon = storage.get_recurring("soon")
+    assert soon is not None
+    lock = storage.acquire_lock(LOCK, "me", 30.0)
+    assert lock is not None
+    assert storage.fire_recurring("soon", soon.version, lock, firing("soon", now + 60, now + 900))
+    assert storage.next_recurring_at() == pytest.approx(now + 600, abs=1e-3)
+    assert storage.set_recurring_enabled("later", False, now + 600)
+    assert storage.next_recurring_at() == pytest.approx(now + 900, abs=1e-3)

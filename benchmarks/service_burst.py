@@ -15,6 +15,9 @@ instant (an hourly interval starting then), fired and released by the same two r
 ``--shards S`` runs everything on a store split into S shards. Each prefix is dropped after its
 run. ``--limits`` also runs ``benchmarks/limits.py`` at the same size in the same run and puts
 its figure for the same path (and the raw limit of that storage) beside each delayed row.
+``--repetitions R`` runs each pair R times, pass and service in turn, and reports the medians
+(every sample is kept in the JSON); the service's fixed cost is reported as ``first_message_s``,
+the due instant to the first message in the broker.
 
     .venv/bin/python -m benchmarks.service_burst --jobs 50000 --recurring 10000 --out sb.json
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import os
 import subprocess
 import sys
@@ -162,8 +166,9 @@ def one_pass(url: str, burst: Burst, broker: redis.Redis) -> float:
     return burst.jobs / spent
 
 
-def service(url: str, burst: Burst, broker: redis.Redis) -> float:
-    """Jobs per second through ``parallel-scheduler run``: due instant to last message."""
+def service(url: str, burst: Burst, broker: redis.Redis) -> tuple[float, float]:
+    """Jobs per second through ``parallel-scheduler run`` (due instant to last message), and
+    seconds from the due instant to the first message (the loop's fixed cost)."""
     prefix = "sb" + uuid.uuid4().hex[:8]
     broker.delete("celery")
     due = datetime.now(timezone.utc) + timedelta(seconds=burst.lead())
@@ -176,18 +181,22 @@ def service(url: str, burst: Burst, broker: redis.Redis) -> float:
         )
         try:
             deadline = due.timestamp() + 60 + jobs / 500
-            while broker.llen("celery") < jobs:
+            first: float | None = None
+            while (sent := broker.llen("celery")) < jobs:
+                if first is None and sent:
+                    first = time.time() - due.timestamp()
                 if time.time() > deadline:
                     raise SystemExit(f"service released {broker.llen('celery')} of {jobs} in time")
                 time.sleep(0.05)
             elapsed = time.time() - due.timestamp()
+            first = elapsed if first is None else first
         finally:
             process.terminate()
             process.wait(30)
         _check(broker, jobs)
     finally:
         _drop(url, prefix, burst.shards)
-    return jobs / elapsed
+    return jobs / elapsed, first
 
 
 def limits_figures(storages: list[str], jobs: int, out: Path) -> dict[str, Any]:
@@ -229,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
     parser.add_argument("--limits", action="store_true", help="limits.py's figures beside")
+    parser.add_argument(
+        "--repetitions", type=int, default=1, help="pass and service runs per row (medians)"
+    )
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
     if ns.out is not None and ns.out.exists():
@@ -257,8 +269,16 @@ def main(argv: list[str] | None = None) -> int:
         scratch.unlink()
     for storage in ns.storages:
         for burst in bursts:
-            pass_rate = one_pass(urls[storage], burst, broker)
-            service_rate = service(urls[storage], burst, broker)
+            passes: list[float] = []
+            services: list[float] = []
+            firsts: list[float] = []
+            for _ in range(ns.repetitions):
+                passes.append(one_pass(urls[storage], burst, broker))
+                service_rate, first = service(urls[storage], burst, broker)
+                services.append(service_rate)
+                firsts.append(first)
+            pass_rate = statistics.median(passes)
+            service_rate = statistics.median(services)
             row = {
                 "storage": storage,
                 "kind": "recurring" if burst.recurring else "delayed",
@@ -268,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
                 "pass_jobs_per_s": round(pass_rate),
                 "service_jobs_per_s": round(service_rate),
                 "service_vs_pass": round(service_rate / pass_rate, 3),
+                "first_message_s": round(statistics.median(firsts), 3),
+                "samples": {
+                    "pass_jobs_per_s": [round(r) for r in passes],
+                    "service_jobs_per_s": [round(r) for r in services],
+                    "first_message_s": [round(f, 3) for f in firsts],
+                },
             }
             if groups and not burst.recurring:
                 _beside_limits(row, groups, burst.accept_time)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import os
+import statistics
 import subprocess
 import sys
 import time

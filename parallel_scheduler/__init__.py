@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from storage_adapters import JobState
-
-from .client import Client, ScheduleResult
-from .delayed_scheduler import DelayedJobScheduler
-from .dispatchers import CallableDispatcher, Dispatcher
-from .errors import (
+from parallel_scheduler.client import Client, ScheduleResult
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.dispatchers import CallableDispatcher, Dispatcher
+from parallel_scheduler.errors import (
     ConfigurationError,
     DispatchError,
     InvalidJobError,
@@ -19,12 +17,13 @@ from .errors import (
     StorageError,
     StorageUnavailableError,
 )
-from .jobs import Job, JobSpec
-from .settings import Settings
-from .stats import Outcome, PassStats
+from parallel_scheduler.jobs import Job, JobSpec
+from parallel_scheduler.settings import Settings
+from parallel_scheduler.stats import Outcome, PassStats
+from storage_adapters import JobState
 
 if TYPE_CHECKING:
-    from .celery.publish.send_task import CeleryDispatcher
+    from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 
 __version__ = "0.1.0"
 
@@ -57,7 +56,7 @@ def __getattr__(name: str) -> Any:
     """``CeleryDispatcher`` lives in the Celery wing (``parallel_scheduler.celery.publish``); it
     loads on first use, so importing the core never imports Celery's integration."""
     if name == "CeleryDispatcher":
-        from .celery.publish.send_task import CeleryDispatcher
+        from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 
         return CeleryDispatcher
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

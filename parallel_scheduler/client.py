@@ -12,18 +12,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jobs import Job, JobSpec, due_time, utc_datetime
+from parallel_scheduler.limits import check_page
+from parallel_scheduler.opening_storage import open_storage
+from parallel_scheduler.recurring_jobs import RecurringJobs
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.settings import Settings
 from storage_adapters import JobState, NewJob, Storage
 from storage_adapters.sharding import verify_shard_count
-
-from .clock import StorageClock
-from .envelopes import EnvelopeMaker, with_envelopes
-from .errors import InvalidJobError
-from .jobs import Job, JobSpec, due_time, utc_datetime
-from .limits import check_page
-from .opening_storage import open_storage
-from .recurring_jobs import RecurringJobs
-from .retrying import call_storage
-from .settings import Settings
 
 __all__ = ["Client", "ScheduleResult"]
 

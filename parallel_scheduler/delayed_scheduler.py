@@ -30,20 +30,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from parallel_scheduler.dispatchers import Dispatcher, release_path
+from parallel_scheduler.envelopes import script_release_for
+from parallel_scheduler.held_lock import HeldLock
+from parallel_scheduler.locked_scheduler import LockedScheduler
+from parallel_scheduler.log_format import pass_event
+from parallel_scheduler.pool import BoundedPool
+from parallel_scheduler.recorder import record_outcomes
+from parallel_scheduler.release import ReleaseListener, Releaser
+from parallel_scheduler.retention import RetentionPurger
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.settings import Settings
+from parallel_scheduler.stats import Outcome, PassStats
 from storage_adapters import ClaimedJob, Storage, TransactionalReleaseStorage
-
-from .dispatchers import Dispatcher, release_path
-from .envelopes import script_release_for
-from .held_lock import HeldLock
-from .locked_scheduler import LockedScheduler
-from .log_format import pass_event
-from .pool import BoundedPool
-from .recorder import record_outcomes
-from .release import ReleaseListener, Releaser
-from .retention import RetentionPurger
-from .retrying import call_storage
-from .settings import Settings
-from .stats import Outcome, PassStats
 
 __all__ = ["CHUNK", "TRANSACTION_CHUNK", "DelayedJobScheduler", "chunk_for"]
 

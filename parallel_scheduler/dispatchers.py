@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from parallel_scheduler.errors import DispatchError, LeaseLost, UnsendableJobError
+from parallel_scheduler.jobs import decode_payload
 from storage_adapters import ClaimedJob
-
-from .errors import DispatchError, LeaseLost, UnsendableJobError
-from .jobs import decode_payload
 
 __all__ = [
     "BatchDispatchError",

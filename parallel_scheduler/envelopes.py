@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
+from parallel_scheduler.jobs import decode_payload
 from storage_adapters import (
     ClaimedJob,
     ListReleasingStorage,
@@ -38,8 +39,6 @@ from storage_adapters import (
     TransactionalReleaseStorage,
     shards_of,
 )
-
-from .jobs import decode_payload
 
 __all__ = [
     "EnvelopeMaker",

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from parallel_scheduler.errors import InvalidJobError
 from storage_adapters.sharding import FIRING_ID_SUFFIX
-
-from .errors import InvalidJobError
 
 __all__ = ["check_not_reserved", "firing_id", "is_reserved", "trigger_id"]
 

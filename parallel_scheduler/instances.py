@@ -35,13 +35,12 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from parallel_scheduler.shard_assignment import live_ids, liveness_threshold
 from storage_adapters import InstanceRecord, Storage
 
-from .shard_assignment import live_ids, liveness_threshold
-
 if TYPE_CHECKING:
-    from .locked_scheduler import LockedScheduler
-    from .settings import Settings
+    from parallel_scheduler.locked_scheduler import LockedScheduler
+    from parallel_scheduler.settings import Settings
 
 __all__ = ["DEAD_AFTER_INTERVALS", "REMOVE_AFTER", "Heartbeat", "pass_view"]
 
@@ -126,7 +125,9 @@ class Heartbeat:
         return json.dumps(view, default=str, allow_nan=False)
 
     def record(self) -> InstanceRecord:
-        from . import __version__  # here: the package's __init__ may still be importing us
+        from parallel_scheduler import (
+            __version__,  # here: the package's __init__ may still be importing us
+        )
 
         return InstanceRecord(
             id=self.instance_id,

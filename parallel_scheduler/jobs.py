@@ -15,13 +15,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
-from storage_adapters.errors import InvalidIdentifierError
-from storage_adapters.records import MAX_TASK_NAME_LENGTH
-
-from .errors import InvalidJobError
-from .firing_ids import check_not_reserved
-from .limits import (
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.firing_ids import check_not_reserved
+from parallel_scheduler.limits import (
     MAX_INSTANT,
     MIN_INSTANT,
     check_countdown,
@@ -30,6 +26,9 @@ from .limits import (
     in_range,
     shown,
 )
+from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
+from storage_adapters.errors import InvalidIdentifierError
+from storage_adapters.records import MAX_TASK_NAME_LENGTH
 
 __all__ = [
     "NAME_OPTIONS",

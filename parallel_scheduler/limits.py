@@ -32,9 +32,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+from parallel_scheduler.errors import InvalidJobError
 from storage_adapters.checks import MAX_COUNT
-
-from .errors import InvalidJobError
 
 __all__ = [
     "MAX_INSTANT",

@@ -40,16 +40,15 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, ClassVar, Generic, TypeVar
 
+from parallel_scheduler import held_lock
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.held_lock import HeldLock
+from parallel_scheduler.pool import BoundedPool
+from parallel_scheduler.recorder import NULL_RECORDER, MetricsRecorder
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.settings import Settings
+from parallel_scheduler.stats import SchedulerStats
 from storage_adapters import Storage
-
-from . import held_lock
-from .clock import StorageClock
-from .held_lock import HeldLock
-from .pool import BoundedPool
-from .recorder import NULL_RECORDER, MetricsRecorder
-from .retrying import call_storage
-from .settings import Settings
-from .stats import SchedulerStats
 
 __all__ = ["LockedScheduler", "StatsT", "default_owner"]
 

@@ -31,11 +31,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.recorder import RELEASE_ERROR_REASONS, RELEASE_PATHS
+from parallel_scheduler.triggers import MISFIRE_POLICIES
 from storage_adapters import ClaimedJob, JobState, Storage
-
-from .errors import ConfigurationError
-from .recorder import RELEASE_ERROR_REASONS, RELEASE_PATHS
-from .triggers import MISFIRE_POLICIES
 
 __all__ = [
     "DUE_COUNT_LIMIT",

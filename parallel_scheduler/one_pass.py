@@ -13,11 +13,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from .locked_scheduler import LockedScheduler
-from .log_format import say
-from .retrying import call_storage
-from .scheduler_service import SchedulerService
-from .stats import StatsT, combined
+from parallel_scheduler.locked_scheduler import LockedScheduler
+from parallel_scheduler.log_format import say
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.stats import StatsT, combined
 
 __all__ = ["DUE_COUNT_LIMIT", "run_one_pass"]
 

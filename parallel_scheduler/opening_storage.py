@@ -9,9 +9,8 @@ cannot be forgotten by one of them.
 from __future__ import annotations
 
 import storage_adapters
+from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
-
-from .settings import Settings
 
 __all__ = ["SHARD_CONNECTIONS", "open_storage", "pool_size_for"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final, Protocol
 
-from .stats import Outcome
+from parallel_scheduler.stats import Outcome
 
 __all__ = [
     "NULL_RECORDER",

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .jobs import utc_datetime
-from .limits import in_range
+from parallel_scheduler.jobs import utc_datetime
+from parallel_scheduler.limits import in_range
 
 __all__ = [
     "HISTORY_LIMIT",

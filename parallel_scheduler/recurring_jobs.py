@@ -24,6 +24,21 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
+from parallel_scheduler.firing_ids import firing_id, trigger_id
+from parallel_scheduler.jobs import JobSpec, StoredCall, display_instant, utc_datetime
+from parallel_scheduler.limits import check_page, in_range
+from parallel_scheduler.recurring_history import (
+    HISTORY_LIMIT,
+    RecentFiring,
+    add_history,
+    later_run,
+    read_history,
+    recent_firings,
+)
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.triggers import MisfirePolicy, Schedule, next_tick
 from storage_adapters import (
     InvalidIdentifierError,
     ManualFiring,
@@ -37,22 +52,6 @@ from storage_adapters import (
     validate_job_id,
 )
 from storage_adapters.sharding import verify_shard_count
-
-from .clock import StorageClock
-from .errors import InvalidJobError, ParallelSchedulerError
-from .firing_ids import firing_id, trigger_id
-from .jobs import JobSpec, StoredCall, display_instant, utc_datetime
-from .limits import check_page, in_range
-from .recurring_history import (
-    HISTORY_LIMIT,
-    RecentFiring,
-    add_history,
-    later_run,
-    read_history,
-    recent_firings,
-)
-from .retrying import call_storage
-from .triggers import MisfirePolicy, Schedule, next_tick
 
 __all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "add_history", "firing_id"]
 

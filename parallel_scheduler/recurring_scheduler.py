@@ -15,20 +15,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.held_lock import HeldLock
+from parallel_scheduler.limits import check_instant
+from parallel_scheduler.locked_scheduler import LockedScheduler
+from parallel_scheduler.log_format import pass_event
+from parallel_scheduler.pool import BoundedPool
+from parallel_scheduler.recurring_history import add_history, later_run
+from parallel_scheduler.recurring_jobs import firing_id
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.settings import Settings
+from parallel_scheduler.stats import FireOutcome, FireResult, RecurringPassStats
+from parallel_scheduler.triggers import Schedule, plan_firing
 from storage_adapters import Firing, NewJob, RecurringRecord, Storage
-
-from .errors import InvalidJobError
-from .held_lock import HeldLock
-from .limits import check_instant
-from .locked_scheduler import LockedScheduler
-from .log_format import pass_event
-from .pool import BoundedPool
-from .recurring_history import add_history, later_run
-from .recurring_jobs import firing_id
-from .retrying import call_storage
-from .settings import Settings
-from .stats import FireOutcome, FireResult, RecurringPassStats
-from .triggers import Schedule, plan_firing
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 

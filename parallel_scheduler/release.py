@@ -33,6 +33,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.dispatchers import (
+    BatchDispatchError,
+    Dispatcher,
+    KeepGoing,
+    decode_for_send,
+    lease_lost,
+)
+from parallel_scheduler.envelopes import release_facts
+from parallel_scheduler.errors import LeaseLost, UnsendableJobError
+from parallel_scheduler.held_lock import HeldLock
+from parallel_scheduler.retrying import call_dispatcher, call_storage
+from parallel_scheduler.stats import Outcome
 from storage_adapters import (
     ChunkSettlement,
     ClaimedJob,
@@ -40,14 +53,6 @@ from storage_adapters import (
     StorageError,
     TransactionalReleaseStorage,
 )
-
-from .clock import StorageClock
-from .dispatchers import BatchDispatchError, Dispatcher, KeepGoing, decode_for_send, lease_lost
-from .envelopes import release_facts
-from .errors import LeaseLost, UnsendableJobError
-from .held_lock import HeldLock
-from .retrying import call_dispatcher, call_storage
-from .stats import Outcome
 
 __all__ = ["FIRST_SEND_BACKOFF", "MAX_SEND_BACKOFF", "ReleaseListener", "Releaser", "send_backoff"]
 

@@ -33,12 +33,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from parallel_scheduler import held_lock
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.log_format import event
 from storage_adapters import Storage, StorageError
 from storage_adapters.retention import PURGEABLE_STATES
-
-from . import held_lock
-from .clock import StorageClock
-from .log_format import event
 
 __all__ = [
     "DUTY",

@@ -33,9 +33,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from parallel_scheduler.errors import LeaseLost
 from storage_adapters import StorageUnavailableError
-
-from .errors import LeaseLost
 
 __all__ = ["call_dispatcher", "call_storage"]
 

@@ -28,20 +28,19 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.dispatchers import Dispatcher
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.instances import Heartbeat
+from parallel_scheduler.locked_scheduler import LockedScheduler, default_owner
+from parallel_scheduler.metrics import MetricsServer
+from parallel_scheduler.pool import BoundedPool
+from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
+from parallel_scheduler.release import ReleaseListener
+from parallel_scheduler.settings import Settings
+from parallel_scheduler.shard_assignment import ShardAssignment, describe_shards
 from storage_adapters import Storage
 from storage_adapters.sharding import shards_of
-
-from .delayed_scheduler import DelayedJobScheduler
-from .dispatchers import Dispatcher
-from .errors import ConfigurationError
-from .instances import Heartbeat
-from .locked_scheduler import LockedScheduler, default_owner
-from .metrics import MetricsServer
-from .pool import BoundedPool
-from .recurring_scheduler import RecurringJobScheduler
-from .release import ReleaseListener
-from .settings import Settings
-from .shard_assignment import ShardAssignment, describe_shards
 
 __all__ = ["SchedulerService"]
 

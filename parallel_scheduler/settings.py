@@ -16,13 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, fields
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.limits import MAX_INTERVAL
+from parallel_scheduler.log_format import LOG_FORMATS, LogFormat
 from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, validate_prefix
 from storage_adapters.sharding import MAX_SHARDS
 from storage_adapters.urls import InvalidStorageURLError, scheme_of
-
-from .errors import ConfigurationError
-from .limits import MAX_INTERVAL
-from .log_format import LOG_FORMATS, LogFormat
 
 __all__ = [
     "CELERY_PREFIX",

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from storage_adapters import InstanceRecord
 
 if TYPE_CHECKING:
-    from .settings import Settings
+    from parallel_scheduler.settings import Settings
 
 __all__ = [
     "ShardAssignment",

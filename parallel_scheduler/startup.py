@@ -22,13 +22,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from parallel_scheduler.dispatchers import publish_description
+from parallel_scheduler.log_format import event
 from storage_adapters import DEFAULT_URL, mask_url
 
-from .dispatchers import publish_description
-from .log_format import event
-
 if TYPE_CHECKING:
-    from .scheduler_service import SchedulerService
+    from parallel_scheduler.scheduler_service import SchedulerService
 
 __all__ = ["log_start", "publish_of", "start_line_parts"]
 
@@ -49,7 +48,7 @@ def publish_of(service: SchedulerService) -> str:
 
 def log_start(service: SchedulerService) -> None:
     """Log the start-up line (INFO) for ``service``."""
-    from . import __version__
+    from parallel_scheduler import __version__
 
     instance, storage, settings = start_line_parts(service)
     shown = " ".join(f"{name}={value}" for name, value in settings.items())

@@ -39,8 +39,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
-from .errors import InvalidJobError
-from .limits import MAX_INTERVAL, check_instant, check_interval, shown
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.limits import MAX_INTERVAL, check_instant, check_interval, shown
 
 __all__ = [
     "MISFIRE_POLICIES",

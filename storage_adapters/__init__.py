@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from .base import (
+from storage_adapters.base import (
     BrowseStore,
     ChunkSettlement,
     InstanceStore,
@@ -22,7 +22,7 @@ from .base import (
     StorageAdmin,
     TransactionalReleaseStorage,
 )
-from .errors import (
+from storage_adapters.errors import (
     InvalidArgumentError,
     InvalidIdentifierError,
     InvalidRecordError,
@@ -33,8 +33,8 @@ from .errors import (
     StorageError,
     StorageUnavailableError,
 )
-from .extras import MissingExtraError, require_driver
-from .records import (
+from storage_adapters.extras import MissingExtraError, require_driver
+from storage_adapters.records import (
     MAX_JOB_ID_LENGTH,
     ClaimedJob,
     Firing,
@@ -51,8 +51,14 @@ from .records import (
     validate_job_id,
     validate_prefix,
 )
-from .sharding import ShardableStorage, check_shards, shard_of, shard_prefix, shards_of
-from .urls import InvalidStorageURLError, mask_url, scheme_of
+from storage_adapters.sharding import (
+    ShardableStorage,
+    check_shards,
+    shard_of,
+    shard_prefix,
+    shards_of,
+)
+from storage_adapters.urls import InvalidStorageURLError, mask_url, scheme_of
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -132,7 +138,7 @@ def from_url(
     home = _adapter(url, prefix, pool_size, connect_timeout)
     if shards == 1:
         return home
-    from .sharded_storage import ShardedStorage
+    from storage_adapters.sharded_storage import ShardedStorage
 
     shardable = cast(ShardableStorage, home)
     return ShardedStorage([home, *(shardable.sibling(p) for p in prefixes[1:])])
@@ -152,17 +158,17 @@ def _adapter(url: str | None, prefix: str, pool_size: int, connect_timeout: floa
     scheme = scheme_of(url)
     validate_prefix(prefix)
     if scheme == "sqlite":
-        from .sqlite import SQLiteStorage
+        from storage_adapters.sqlite import SQLiteStorage
 
         return SQLiteStorage(url, prefix=prefix)
     if scheme.startswith("postgres"):
         require_driver("psycopg", "PostgreSQL storage")
-        from .postgresql import PostgreSQLStorage
+        from storage_adapters.postgresql import PostgreSQLStorage
 
         return PostgreSQLStorage(
             url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout
         )
     require_driver("redis", "Redis storage")
-    from .redis import RedisStorage
+    from storage_adapters.redis import RedisStorage
 
     return RedisStorage(url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout)

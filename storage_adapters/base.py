@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
-from .records import (
+from storage_adapters.records import (
     ClaimedJob,
     Firing,
     InstanceRecord,

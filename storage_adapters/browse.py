@@ -8,9 +8,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .checks import epoch_seconds, positive_seconds
-from .errors import InvalidArgumentError
-from .records import MAX_TASK_NAME_LENGTH, JobQuery, JobState, validate_job_id
+from storage_adapters.checks import epoch_seconds, positive_seconds
+from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.records import MAX_TASK_NAME_LENGTH, JobQuery, JobState, validate_job_id
 
 __all__ = [
     "MAX_BUCKETS",

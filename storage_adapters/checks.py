@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from math import isfinite as _isfinite
 
-from .errors import InvalidArgumentError, InvalidRecordError
-from .records import (
+from storage_adapters.errors import InvalidArgumentError, InvalidRecordError
+from storage_adapters.records import (
     MAX_TASK_NAME_LENGTH,
     Firing,
     ManualFiring,

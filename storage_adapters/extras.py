@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import ParallelSchedulerError
+from storage_adapters.errors import ParallelSchedulerError
 
 __all__ = ["EXTRA_FOR_DRIVER", "MissingExtraError", "require_driver"]
 

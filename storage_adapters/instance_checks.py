@@ -4,9 +4,9 @@ writes, and the tolerant reading of a stored record back (one bad record never s
 
 from __future__ import annotations
 
-from .checks import epoch_seconds, stored_seconds
-from .errors import InvalidArgumentError
-from .records import InstanceRecord, check_key_part
+from storage_adapters.checks import epoch_seconds, stored_seconds
+from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.records import InstanceRecord, check_key_part
 
 __all__ = [
     "MAX_HOST_LENGTH",

@@ -10,8 +10,8 @@ a bare ``UnicodeEncodeError`` for a surrogate).
 
 from __future__ import annotations
 
-from .errors import InvalidIdentifierError
-from .records import validate_job_id
+from storage_adapters.errors import InvalidIdentifierError
+from storage_adapters.records import validate_job_id
 
 __all__ = ["names_no_job"]
 

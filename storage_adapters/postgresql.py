@@ -17,12 +17,12 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from .checks import positive_count
-from .permanent import dns_problem, postgresql_problem
-from .sql_statements import Dialect
-from .sql_storage import SQLStorage
-from .sql_transactional_release import SQLTransactionalRelease
-from .urls import InvalidStorageURLError, mask_url
+from storage_adapters.checks import positive_count
+from storage_adapters.permanent import dns_problem, postgresql_problem
+from storage_adapters.sql_statements import Dialect
+from storage_adapters.sql_storage import SQLStorage
+from storage_adapters.sql_transactional_release import SQLTransactionalRelease
+from storage_adapters.urls import InvalidStorageURLError, mask_url
 
 __all__ = ["PostgreSQLStorage"]
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import InvalidIdentifierError
+from storage_adapters.errors import InvalidIdentifierError
 
 __all__ = [
     "MAX_JOB_ID_LENGTH",

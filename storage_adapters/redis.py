@@ -25,35 +25,24 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import redis
 from redis.exceptions import RedisClusterException
 
-from .checks import (
-    RECOVERED_REASON,
-    check_new_jobs,
-    error_text,
-    positive_count,
-)
-from .errors import (
+from storage_adapters.checks import RECOVERED_REASON, check_new_jobs, error_text, positive_count
+from storage_adapters.errors import (
     InvalidArgumentError,
     StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
 )
-from .permanent import dns_problem
-from .records import (
-    ClaimedJob,
-    JobState,
-    LockLease,
-    NewJob,
-    validate_prefix,
-)
-from .redis_browse import BROWSE_SCRIPTS, RedisBrowse
-from .redis_instances import INSTANCE_SCRIPTS, RedisInstances
-from .redis_jobs import RedisJobs, float_arg, lease_arg
-from .redis_link import RedisLink, parse_target
-from .redis_locks import RedisLocks
-from .redis_recurring import RECURRING_SCRIPTS, RedisRecurring
-from .redis_retention import RETENTION_SCRIPTS, RedisRetention
-from .sharding import check_shard_count, check_shards
-from .urls import InvalidStorageURLError, mask_url
+from storage_adapters.permanent import dns_problem
+from storage_adapters.records import ClaimedJob, JobState, LockLease, NewJob, validate_prefix
+from storage_adapters.redis_browse import BROWSE_SCRIPTS, RedisBrowse
+from storage_adapters.redis_instances import INSTANCE_SCRIPTS, RedisInstances
+from storage_adapters.redis_jobs import RedisJobs, float_arg, lease_arg
+from storage_adapters.redis_link import RedisLink, parse_target
+from storage_adapters.redis_locks import RedisLocks
+from storage_adapters.redis_recurring import RECURRING_SCRIPTS, RedisRecurring
+from storage_adapters.redis_retention import RETENTION_SCRIPTS, RedisRetention
+from storage_adapters.sharding import check_shard_count, check_shards
+from storage_adapters.urls import InvalidStorageURLError, mask_url
 
 __all__ = ["RedisStorage"]
 

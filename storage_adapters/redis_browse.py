@@ -14,10 +14,10 @@ snapshots, as any two pages are). Finish counts are one ``ZCOUNT`` per bucket on
 
 from __future__ import annotations
 
-from .browse import Buckets, check_job_query, check_page_limit, count_finished
-from .records import JobQuery, JobRecord, JobState
-from .redis_host import RedisHost
-from .redis_jobs import _record
+from storage_adapters.browse import Buckets, check_job_query, check_page_limit, count_finished
+from storage_adapters.records import JobQuery, JobRecord, JobState
+from storage_adapters.redis_host import RedisHost
+from storage_adapters.redis_jobs import _record
 
 __all__ = ["BROWSE_SCRIPTS", "PAGE_BUDGET", "RedisBrowse"]
 

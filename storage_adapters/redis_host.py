@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from .records import JobState
+from storage_adapters.records import JobState
 
 __all__ = ["RedisHost"]
 

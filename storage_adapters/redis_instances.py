@@ -11,9 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .checks import epoch_seconds, positive_count
-from .instance_checks import check_details, check_instance, check_instance_id, stored_instance
-from .records import InstanceRecord
+from storage_adapters.checks import epoch_seconds, positive_count
+from storage_adapters.instance_checks import (
+    check_details,
+    check_instance,
+    check_instance_id,
+    stored_instance,
+)
+from storage_adapters.records import InstanceRecord
 
 __all__ = ["INSTANCE_SCRIPTS", "RedisInstances"]
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .checks import (
+from storage_adapters.checks import (
     epoch_seconds,
     non_negative_offset,
     positive_count,
     positive_seconds,
     stored_seconds,
 )
-from .lookups import names_no_job
-from .records import JobRecord, JobState
-from .redis_host import RedisHost
+from storage_adapters.lookups import names_no_job
+from storage_adapters.records import JobRecord, JobState
+from storage_adapters.redis_host import RedisHost
 
 __all__ = ["RedisJobs", "float_arg", "lease_arg"]
 

@@ -32,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.commands.core import Script
 from redis.retry import Retry
 
-from .urls import InvalidStorageURLError, mask_url
+from storage_adapters.urls import InvalidStorageURLError, mask_url
 
 __all__ = ["DEFAULT_WAIT_TIMEOUT_MS", "RedisLink", "RedisTarget", "parse_target"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .records import LockLease, validate_lock_name
-from .redis_jobs import lease_arg
+from storage_adapters.records import LockLease, validate_lock_name
+from storage_adapters.redis_jobs import lease_arg
 
 __all__ = ["RedisLocks"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .checks import (
+from storage_adapters.checks import (
     check_firing,
     check_manual_firing,
     check_new_recurring,
@@ -26,9 +26,9 @@ from .checks import (
     non_negative_offset,
     positive_count,
 )
-from .errors import RecordExistsError, RecordNotFoundError
-from .lookups import names_no_job
-from .records import (
+from storage_adapters.errors import RecordExistsError, RecordNotFoundError
+from storage_adapters.lookups import names_no_job
+from storage_adapters.records import (
     Firing,
     LockLease,
     ManualFiring,

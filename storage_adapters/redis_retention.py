@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from .records import JobState
-from .redis_jobs import float_arg
-from .retention import PURGEABLE_STATES, check_purge
+from storage_adapters.records import JobState
+from storage_adapters.redis_jobs import float_arg
+from storage_adapters.retention import PURGEABLE_STATES, check_purge
 
 __all__ = ["BACKFILL_SLICE", "RETENTION_SCRIPTS", "RedisRetention"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .checks import epoch_seconds, positive_count
-from .errors import InvalidArgumentError
-from .records import JobState
+from storage_adapters.checks import epoch_seconds, positive_count
+from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.records import JobState
 
 __all__ = ["PURGEABLE_STATES", "check_purge"]
 

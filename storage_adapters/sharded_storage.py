@@ -27,16 +27,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from .base import Storage
-from .checks import (
+from storage_adapters.base import Storage
+from storage_adapters.checks import (
     check_new_jobs,
     error_text,
     non_negative_offset,
     positive_count,
     positive_seconds,
 )
-from .errors import InvalidArgumentError
-from .records import (
+from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.records import (
     ClaimedJob,
     Firing,
     InstanceRecord,
@@ -50,7 +50,12 @@ from .records import (
     RecurringRecord,
     SaveMode,
 )
-from .sharding import check_shard_count, check_shards, refuse_one_shard_jobs, shard_of
+from storage_adapters.sharding import (
+    check_shard_count,
+    check_shards,
+    refuse_one_shard_jobs,
+    shard_of,
+)
 
 __all__ = ["ShardedStorage"]
 

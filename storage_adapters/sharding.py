@@ -26,11 +26,15 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
-from .errors import InvalidArgumentError, InvalidIdentifierError, StorageConfigurationError
-from .records import validate_prefix
+from storage_adapters.errors import (
+    InvalidArgumentError,
+    InvalidIdentifierError,
+    StorageConfigurationError,
+)
+from storage_adapters.records import validate_prefix
 
 if TYPE_CHECKING:
-    from .base import Storage
+    from storage_adapters.base import Storage
 
 __all__ = [
     "FIRING_ID_SUFFIX",
@@ -169,7 +173,9 @@ def verify_shard_count(storage: Storage) -> None:
 
 def shards_of(storage: Storage) -> Sequence[Storage]:
     """The shard stores of ``storage`` in shard order: ``[storage]`` when it has one shard."""
-    from .sharded_storage import ShardedStorage  # here: that module imports this one
+    from storage_adapters.sharded_storage import (
+        ShardedStorage,  # here: that module imports this one
+    )
 
     if isinstance(storage, ShardedStorage):
         return storage.shards

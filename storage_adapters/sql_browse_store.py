@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from .browse import Buckets, check_job_query, check_page_limit, count_finished
-from .records import JobQuery, JobRecord, JobState
-from .sql_job_rows import job_record
-from .sql_plumbing import SQLPlumbing
-from .sql_statements import state_is
+from storage_adapters.browse import Buckets, check_job_query, check_page_limit, count_finished
+from storage_adapters.records import JobQuery, JobRecord, JobState
+from storage_adapters.sql_job_rows import job_record
+from storage_adapters.sql_plumbing import SQLPlumbing
+from storage_adapters.sql_statements import state_is
 
 __all__ = ["SQLBrowseStore", "finished_counts_statement", "page_statement"]
 

@@ -11,10 +11,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .checks import epoch_seconds, positive_count
-from .instance_checks import check_details, check_instance, check_instance_id, stored_instance
-from .records import InstanceRecord
-from .sql_plumbing import SQLPlumbing
+from storage_adapters.checks import epoch_seconds, positive_count
+from storage_adapters.instance_checks import (
+    check_details,
+    check_instance,
+    check_instance_id,
+    stored_instance,
+)
+from storage_adapters.records import InstanceRecord
+from storage_adapters.sql_plumbing import SQLPlumbing
 
 __all__ = ["SQLInstanceStore"]
 

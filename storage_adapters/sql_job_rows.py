@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
-from .checks import stored_seconds
-from .records import ClaimedJob, JobRecord, JobState
+from storage_adapters.checks import stored_seconds
+from storage_adapters.records import ClaimedJob, JobRecord, JobState
 
 __all__ = ["claimed_job", "job_record"]
 

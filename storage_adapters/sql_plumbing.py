@@ -36,10 +36,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from .errors import StorageConfigurationError, StorageError, StorageUnavailableError
-from .records import LockLease, NewJob, validate_prefix
-from .sql_statements import NEW_JOB_FIELDS, Dialect, Statements
-from .sql_tables import build_tables
+from storage_adapters.errors import StorageConfigurationError, StorageError, StorageUnavailableError
+from storage_adapters.records import LockLease, NewJob, validate_prefix
+from storage_adapters.sql_statements import NEW_JOB_FIELDS, Dialect, Statements
+from storage_adapters.sql_tables import build_tables
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "ArrayInsert", "DriverStatement", "RollBack", "SQLPlumbing"]
 

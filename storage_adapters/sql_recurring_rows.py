@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
-from .checks import check_firing, check_manual_firing, check_new_recurring
-from .records import Firing, ManualFiring, NewRecurring, RecurringRecord
+from storage_adapters.checks import check_firing, check_manual_firing, check_new_recurring
+from storage_adapters.records import Firing, ManualFiring, NewRecurring, RecurringRecord
 
 __all__ = ["firing_params", "recurring_record", "save_params", "trigger_params"]
 

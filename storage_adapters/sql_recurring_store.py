@@ -3,19 +3,31 @@
 
 from __future__ import annotations
 
-from .checks import (
+from storage_adapters.checks import (
     check_save_mode,
     flag,
     non_negative_offset,
     optional_epoch_seconds,
     positive_count,
 )
-from .errors import RecordExistsError, RecordNotFoundError
-from .lookups import names_no_job
-from .records import Firing, LockLease, ManualFiring, NewRecurring, RecurringRecord, SaveMode
-from .sql_plumbing import RollBack, SQLPlumbing
-from .sql_recurring_rows import firing_params, recurring_record, save_params, trigger_params
-from .sql_statements import INITIAL_RECURRING_VERSION
+from storage_adapters.errors import RecordExistsError, RecordNotFoundError
+from storage_adapters.lookups import names_no_job
+from storage_adapters.records import (
+    Firing,
+    LockLease,
+    ManualFiring,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
+)
+from storage_adapters.sql_plumbing import RollBack, SQLPlumbing
+from storage_adapters.sql_recurring_rows import (
+    firing_params,
+    recurring_record,
+    save_params,
+    trigger_params,
+)
+from storage_adapters.sql_statements import INITIAL_RECURRING_VERSION
 
 __all__ = ["SQLRecurringStore"]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .records import JobState
-from .retention import check_purge
-from .sql_plumbing import SQLPlumbing
-from .sql_statements import state_is
+from storage_adapters.records import JobState
+from storage_adapters.retention import check_purge
+from storage_adapters.sql_plumbing import SQLPlumbing
+from storage_adapters.sql_statements import state_is
 
 __all__ = ["SQLRetentionStore", "purge_statement"]
 

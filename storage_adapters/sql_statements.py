@@ -25,9 +25,9 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from .checks import RECOVERED_REASON
-from .records import JobState, SaveMode
-from .sql_tables import Tables
+from storage_adapters.checks import RECOVERED_REASON
+from storage_adapters.records import JobState, SaveMode
+from storage_adapters.sql_tables import Tables
 
 __all__ = [
     "INITIAL_RECURRING_VERSION",

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .checks import (
+from storage_adapters.checks import (
     check_new_jobs,
     epoch_seconds,
     error_text,
@@ -22,16 +22,23 @@ from .checks import (
     positive_count,
     positive_seconds,
 )
-from .lookups import names_no_job
-from .records import ClaimedJob, JobRecord, JobState, LockLease, NewJob, validate_lock_name
-from .sharding import SHARDS_META, check_shard_count
-from .sql_browse_store import SQLBrowseStore
-from .sql_instance_store import SQLInstanceStore
-from .sql_job_rows import claimed_job, job_record
-from .sql_plumbing import ADD_JOBS_PAGE_SIZE
-from .sql_recurring_store import SQLRecurringStore
-from .sql_retention_store import SQLRetentionStore
-from .sql_tables import META_SINCE, migrate
+from storage_adapters.lookups import names_no_job
+from storage_adapters.records import (
+    ClaimedJob,
+    JobRecord,
+    JobState,
+    LockLease,
+    NewJob,
+    validate_lock_name,
+)
+from storage_adapters.sharding import SHARDS_META, check_shard_count
+from storage_adapters.sql_browse_store import SQLBrowseStore
+from storage_adapters.sql_instance_store import SQLInstanceStore
+from storage_adapters.sql_job_rows import claimed_job, job_record
+from storage_adapters.sql_plumbing import ADD_JOBS_PAGE_SIZE
+from storage_adapters.sql_recurring_store import SQLRecurringStore
+from storage_adapters.sql_retention_store import SQLRetentionStore
+from storage_adapters.sql_tables import META_SINCE, migrate
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 

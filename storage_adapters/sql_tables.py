@@ -20,9 +20,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .errors import StorageError
-from .instance_checks import MAX_HOST_LENGTH, MAX_INSTANCE_ID_LENGTH, MAX_VERSION_LENGTH
-from .records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
+from storage_adapters.errors import StorageError
+from storage_adapters.instance_checks import (
+    MAX_HOST_LENGTH,
+    MAX_INSTANCE_ID_LENGTH,
+    MAX_VERSION_LENGTH,
+)
+from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 

@@ -24,12 +24,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .base import ChunkSettlement
-from .checks import positive_seconds
-from .records import ClaimedJob, JobState, LockLease
-from .sql_job_rows import claimed_job
-from .sql_plumbing import SQLPlumbing
-from .sql_statements import Dialect, Statements, state_is
+from storage_adapters.base import ChunkSettlement
+from storage_adapters.checks import positive_seconds
+from storage_adapters.records import ClaimedJob, JobState, LockLease
+from storage_adapters.sql_job_rows import claimed_job
+from storage_adapters.sql_plumbing import SQLPlumbing
+from storage_adapters.sql_statements import Dialect, Statements, state_is
 
 __all__ = ["SQLTransactionalRelease", "TransactionalStatements"]
 

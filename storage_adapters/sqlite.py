@@ -21,10 +21,10 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from .permanent import sqlite_problem
-from .sql_statements import Dialect
-from .sql_storage import ADD_JOBS_PAGE_SIZE, SQLStorage
-from .urls import InvalidStorageURLError, mask_url
+from storage_adapters.permanent import sqlite_problem
+from storage_adapters.sql_statements import Dialect
+from storage_adapters.sql_storage import ADD_JOBS_PAGE_SIZE, SQLStorage
+from storage_adapters.urls import InvalidStorageURLError, mask_url
 
 __all__ = ["SQLiteStorage"]
 

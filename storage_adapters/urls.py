@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .errors import StorageError
+from storage_adapters.errors import StorageError
 
 __all__ = ["InvalidStorageURLError", "mask_url", "scheme_of"]
 

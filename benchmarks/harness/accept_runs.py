@@ -15,10 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import storage_adapters
+from benchmarks.harness.release_runs import CheckFailed, cpu_seconds, run_prefix
 from parallel_scheduler import Client, JobSpec, JobState, Settings
 from parallel_scheduler.envelopes import EnvelopeMaker
-
-from .release_runs import CheckFailed, cpu_seconds, run_prefix
 
 __all__ = ["accept_once", "percentile"]
 

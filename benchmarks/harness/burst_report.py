@@ -10,9 +10,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from .measure import ResourceMonitor
-from .report import ms_summary
-from .workloads import PlannedJob, Scheduling
+from benchmarks.harness.measure import ResourceMonitor
+from benchmarks.harness.report import ms_summary
+from benchmarks.harness.workloads import PlannedJob, Scheduling
 
 __all__ = ["figures", "markdown_report", "print_summary"]
 

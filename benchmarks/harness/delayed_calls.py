@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .brokers import delete_celery_queue, queue_length
-from .celery_apps import NOOP_TASK, build_celery_app, read_stats
-from .measure import MIB, PeakSampler, settled_rss
-from .processes import start_process, stop_process, wait_for, worker_environment
+from benchmarks.harness.brokers import delete_celery_queue, queue_length
+from benchmarks.harness.celery_apps import NOOP_TASK, build_celery_app, read_stats
+from benchmarks.harness.measure import MIB, PeakSampler, settled_rss
+from benchmarks.harness.processes import start_process, stop_process, wait_for, worker_environment
 
 __all__ = ["COUNTDOWN", "MILLION", "Result", "run_plain", "run_scenario"]
 

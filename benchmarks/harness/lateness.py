@@ -15,10 +15,10 @@ from typing import Any
 
 import psutil
 
-from .measure import MIB, ResourceMonitor, rss
-from .report import ms_summary
-from .service_process import ServiceLog
-from .workloads import PlannedJob, Scheduling
+from benchmarks.harness.measure import MIB, ResourceMonitor, rss
+from benchmarks.harness.report import ms_summary
+from benchmarks.harness.service_process import ServiceLog
+from benchmarks.harness.workloads import PlannedJob, Scheduling
 
 __all__ = [
     "RssTimeline",

@@ -16,11 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .accept_runs import accept_once
-from .celery_apps import build_celery_app
-from .raw_amqp import amqp_messages, amqp_publish
-from .raw_limits import pg_accept, pg_release, redis_accept, redis_messages, redis_release
-from .release_runs import DEFAULTS, ReleasePath, job_specs, release_once, run_prefix
+from benchmarks.harness.accept_runs import accept_once
+from benchmarks.harness.celery_apps import build_celery_app
+from benchmarks.harness.raw_amqp import amqp_messages, amqp_publish
+from benchmarks.harness.raw_limits import (
+    pg_accept,
+    pg_release,
+    redis_accept,
+    redis_messages,
+    redis_release,
+)
+from benchmarks.harness.release_runs import (
+    DEFAULTS,
+    ReleasePath,
+    job_specs,
+    release_once,
+    run_prefix,
+)
 
 __all__ = ["ITEMS", "Item", "Run"]
 

@@ -8,8 +8,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from .brokers import is_redis
-from .report import refuse_existing
+from benchmarks.harness.brokers import is_redis
+from benchmarks.harness.report import refuse_existing
 
 __all__ = ["add_broker", "add_rounds", "add_run_options", "parse_checked"]
 

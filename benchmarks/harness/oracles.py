@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from .workloads import PlannedJob, Scheduling
+from benchmarks.harness.workloads import PlannedJob, Scheduling
 
 __all__ = ["executions", "oracles", "wait_for_completion"]
 

@@ -11,7 +11,7 @@ import os
 from datetime import timezone
 from typing import Any
 
-from .celery_apps import DEFAULT_BROKER, announce_ready, record
+from benchmarks.harness.celery_apps import DEFAULT_BROKER, announce_ready, record
 
 __all__ = ["make_huey", "record_rq"]
 

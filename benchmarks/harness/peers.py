@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 
 import redis
 
-from .brokers import delete_celery_queue, is_redis
-from .celery_apps import CELERY_TASK, build_celery_app
-from .processes import ready_count, start_process, wait_until
-from .systems import ParallelScheduler, RunContext, System, scenario_environment
-from .workloads import PlannedJob
+from benchmarks.harness.brokers import delete_celery_queue, is_redis
+from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app
+from benchmarks.harness.processes import ready_count, start_process, wait_until
+from benchmarks.harness.systems import ParallelScheduler, RunContext, System, scenario_environment
+from benchmarks.harness.workloads import PlannedJob
 
 __all__ = ["PEERS", "SYSTEMS", "parse_peers"]
 
@@ -92,7 +92,7 @@ class RqScheduler(System):
 
     def schedule(self, jobs: Sequence[PlannedJob]) -> int:
         """One pipeline per call: rq's own way to write many jobs in one round trip."""
-        from .peer_apps import record_rq
+        from benchmarks.harness.peer_apps import record_rq
 
         with self._redis.pipeline() as pipe:
             for job in jobs:
@@ -127,7 +127,7 @@ class Huey(System):
     release_note = "n/a: huey records no enqueue time"
 
     def start(self, ctx: RunContext) -> None:
-        from .peer_apps import make_huey
+        from benchmarks.harness.peer_apps import make_huey
 
         _need_redis("huey", self.cfg.broker_url)
         self._huey, self._task = make_huey(ctx.queue, self.cfg.broker_url)

@@ -15,11 +15,10 @@ import amqp  # type: ignore[import-untyped]
 from amqp import spec
 from kombu.connection import Connection
 
+from benchmarks.harness.amqp import delete_queue, drain_ids
+from benchmarks.harness.raw_limits import timed
+from benchmarks.harness.release_runs import CheckFailed, expect_each_once
 from parallel_scheduler import JobSpec
-
-from .amqp import delete_queue, drain_ids
-from .raw_limits import timed
-from .release_runs import CheckFailed, expect_each_once
 
 __all__ = ["amqp_messages", "amqp_publish"]
 

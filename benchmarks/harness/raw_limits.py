@@ -31,13 +31,18 @@ import psycopg
 import redis
 
 import storage_adapters
+from benchmarks.harness.brokers import queued_ids
+from benchmarks.harness.release_runs import (
+    CheckFailed,
+    cpu_seconds,
+    expect_each_once,
+    remove_queue,
+    run_prefix,
+)
 from parallel_scheduler import JobState
 from parallel_scheduler.envelopes import decode_envelope
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import NewJob, Storage
-
-from .brokers import queued_ids
-from .release_runs import CheckFailed, cpu_seconds, expect_each_once, remove_queue, run_prefix
 
 __all__ = [
     "pg_accept",
@@ -90,9 +95,8 @@ def timed(work: Callable[[], None], jobs: int) -> tuple[float, float]:
 
 def redis_messages(url: str, queue: str, specs: Sequence[JobSpec]) -> list[tuple[str, str]]:
     """``(id, message)`` per job: the message the project's Redis publisher pushes for it."""
+    from benchmarks.harness.celery_apps import build_celery_app
     from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
-
-    from .celery_apps import build_celery_app
 
     app = build_celery_app(url, queue, task="noop", isolated=False, name="bench")
     try:

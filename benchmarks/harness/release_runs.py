@@ -20,15 +20,14 @@ from typing import Any
 import redis
 
 import storage_adapters
+from benchmarks.harness.amqp import drain_ids, queue_count
+from benchmarks.harness.brokers import delete_celery_queue, is_redis, queued_ids
+from benchmarks.harness.celery_apps import build_celery_app
 from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobState, Settings
 from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import NewJob, Storage
-
-from .amqp import drain_ids, queue_count
-from .brokers import delete_celery_queue, is_redis, queued_ids
-from .celery_apps import build_celery_app
 
 __all__ = [
     "DEFAULTS",

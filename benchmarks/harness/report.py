@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .measure import distribution
+from benchmarks.harness.measure import distribution
 
 __all__ = [
     "append_record",

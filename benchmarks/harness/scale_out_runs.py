@@ -25,11 +25,10 @@ import psutil
 import redis
 
 import storage_adapters
+from benchmarks.harness.measure import ProcessGroup, cpu_between, server_pid
+from benchmarks.harness.processes import start_process, stop_process, wait_until, worker_environment
+from benchmarks.harness.release_runs import CheckFailed, due_jobs, job_specs, run_prefix
 from storage_adapters import JobState, Storage
-
-from .measure import ProcessGroup, cpu_between, server_pid
-from .processes import start_process, stop_process, wait_until, worker_environment
-from .release_runs import CheckFailed, due_jobs, job_specs, run_prefix
 
 __all__ = ["RunConfig", "StorageNodes", "release_run"]
 

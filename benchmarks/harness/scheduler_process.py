@@ -11,7 +11,7 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
-from .celery_apps import build_celery_app
+from benchmarks.harness.celery_apps import build_celery_app
 
 __all__ = ["dispatcher_for", "run_scheduler"]
 

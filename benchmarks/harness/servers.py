@@ -17,8 +17,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from .rabbitmq import RabbitMQServer
-from .server_base import (
+from benchmarks.harness.rabbitmq import RabbitMQServer
+from benchmarks.harness.server_base import (
     MissingBinaryError,
     Server,
     find_binary,

@@ -28,8 +28,8 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
-from .celery_apps import build_celery_app
-from .processes import wait_until
+from benchmarks.harness.celery_apps import build_celery_app
+from benchmarks.harness.processes import wait_until
 
 __all__ = ["ServiceConfig", "ServiceLog", "ServiceProcess", "run_service"]
 

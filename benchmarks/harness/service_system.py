@@ -4,8 +4,8 @@ but with the product's ``SchedulerService`` as its scheduler process (``service_
 
 from __future__ import annotations
 
-from .service_process import ServiceConfig, ServiceLog, ServiceProcess
-from .systems import BurstConfig, ParallelScheduler, RunContext
+from benchmarks.harness.service_process import ServiceConfig, ServiceLog, ServiceProcess
+from benchmarks.harness.systems import BurstConfig, ParallelScheduler, RunContext
 
 __all__ = ["ServiceScheduler"]
 

@@ -24,13 +24,18 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.brokers import delete_celery_queue
+from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app
+from benchmarks.harness.processes import (
+    ready_count,
+    start_process,
+    stop_process,
+    wait_until,
+    worker_environment,
+)
+from benchmarks.harness.scheduler_process import dispatcher_for, run_scheduler
+from benchmarks.harness.workloads import PlannedJob
 from parallel_scheduler import Settings
-
-from .brokers import delete_celery_queue
-from .celery_apps import CELERY_TASK, build_celery_app
-from .processes import ready_count, start_process, stop_process, wait_until, worker_environment
-from .scheduler_process import dispatcher_for, run_scheduler
-from .workloads import PlannedJob
 
 DEFAULTS = Settings()
 

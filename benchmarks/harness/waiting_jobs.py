@@ -10,11 +10,10 @@ from typing import Any
 
 import redis
 
+from benchmarks.harness.celery_apps import CELERY_TASK
+from benchmarks.harness.measure import MIB
+from benchmarks.harness.workloads import PlannedJob, Scheduling, plan_jobs
 from parallel_scheduler import Client, JobSpec
-
-from .celery_apps import CELERY_TASK
-from .measure import MIB
-from .workloads import PlannedJob, Scheduling, plan_jobs
 
 __all__ = ["DAY", "specs", "storage_footprint", "store_waiting"]
 

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from parallel_scheduler.celery.app_loading import app_for_broker, load_app
+from parallel_scheduler.celery.install import install
+from parallel_scheduler.celery.integration import CeleryIntegration, get_integration
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.celery.signals import job_released, job_scheduled
 from storage_adapters.extras import require_driver
 
-from .app_loading import app_for_broker, load_app
-from .install import install
-from .integration import CeleryIntegration, get_integration
-from .publish.send_task import CeleryDispatcher
-from .signals import job_released, job_scheduled
-
 if TYPE_CHECKING:
-    from .idempotent import IdempotentTask
+    from parallel_scheduler.celery.idempotent import IdempotentTask
 
 __all__ = [
     "CeleryDispatcher",
@@ -46,7 +45,7 @@ def __getattr__(name: str) -> Any:
     which an app on another broker and storage may not have installed."""
     if name == "IdempotentTask":
         require_driver("redis", "IdempotentTask")
-        from .idempotent import IdempotentTask
+        from parallel_scheduler.celery.idempotent import IdempotentTask
 
         return IdempotentTask
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

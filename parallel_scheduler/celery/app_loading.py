@@ -10,7 +10,7 @@ import importlib
 import sys
 from typing import Any
 
-from ..errors import ConfigurationError
+from parallel_scheduler.errors import ConfigurationError
 
 __all__ = ["app_for_broker", "load_app"]
 

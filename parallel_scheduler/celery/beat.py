@@ -12,9 +12,9 @@ from typing import Any
 
 from celery import beat
 
-from ..scheduler_service import SchedulerService
-from ..startup import log_start
-from .integration import get_integration
+from parallel_scheduler.celery.integration import get_integration
+from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.startup import log_start
 
 __all__ = ["DurableScheduler"]
 

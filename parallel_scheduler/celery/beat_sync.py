@@ -25,9 +25,9 @@ from typing import Any
 from celery.schedules import crontab
 from celery.schedules import schedule as interval_schedule
 
-from ..errors import ConfigurationError
-from ..jobs import ROUTING_OPTIONS
-from ..recurring_jobs import RecurringJob, RecurringJobs
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.jobs import ROUTING_OPTIONS
+from parallel_scheduler.recurring_jobs import RecurringJob, RecurringJobs
 
 __all__ = ["BEAT_PREFIX", "SyncReport", "recurring_id_for", "schedule_of", "sync_beat_schedule"]
 

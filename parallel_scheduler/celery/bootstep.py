@@ -18,13 +18,12 @@ from typing import Any
 import click
 from celery import bootsteps
 
+from parallel_scheduler.celery.integration import get_integration
+from parallel_scheduler.errors import ParallelSchedulerError
+from parallel_scheduler.log_format import use_json_for_package
+from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.startup import log_start
 from storage_adapters import StorageError, mask_url
-
-from ..errors import ParallelSchedulerError
-from ..log_format import use_json_for_package
-from ..scheduler_service import SchedulerService
-from ..startup import log_start
-from .integration import get_integration
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]
 

@@ -13,9 +13,8 @@ from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES
 
+from parallel_scheduler.celery.publish.broker_urls import broker_scheme, masked_broker_url
 from storage_adapters.extras import require_driver
-
-from .publish.broker_urls import broker_scheme, masked_broker_url
 
 __all__ = ["require_broker_transport"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
-from ..errors import InvalidJobError
-from ..limits import as_float, is_number, shown
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.limits import as_float, is_number, shown
 
 __all__ = ["CallTime", "read_call_time"]
 

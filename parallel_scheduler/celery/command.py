@@ -11,10 +11,10 @@ from typing import Any
 import click
 from celery.bin.base import LOG_LEVEL
 
-from ..log_format import configure_logging
-from ..one_pass import run_one_pass
-from ..startup import log_start
-from .integration import get_integration
+from parallel_scheduler.celery.integration import get_integration
+from parallel_scheduler.log_format import configure_logging
+from parallel_scheduler.one_pass import run_one_pass
+from parallel_scheduler.startup import log_start
 
 __all__ = ["parallel_scheduler"]
 

@@ -49,10 +49,9 @@ import redis
 from celery import Task
 from celery.exceptions import Ignore
 
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.settings import Settings
 from storage_adapters import mask_url
-
-from ..errors import ConfigurationError
-from ..settings import Settings
 
 __all__ = ["IdempotentTask"]
 

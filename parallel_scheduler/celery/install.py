@@ -16,14 +16,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from parallel_scheduler.celery.bootstep import register_worker_step
+from parallel_scheduler.celery.call_options import explain
+from parallel_scheduler.celery.integration import ATTRIBUTE, CeleryIntegration, get_integration
+from parallel_scheduler.celery.retries import is_retry
+from parallel_scheduler.celery.revoke import hook_revoke
+from parallel_scheduler.jobs import check_call
 from storage_adapters import StorageUnavailableError
-
-from ..jobs import check_call
-from .bootstep import register_worker_step
-from .call_options import explain
-from .integration import ATTRIBUTE, CeleryIntegration, get_integration
-from .retries import is_retry
-from .revoke import hook_revoke
 
 __all__ = ["install"]
 

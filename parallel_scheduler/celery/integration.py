@@ -22,20 +22,19 @@ from typing import Any
 
 from celery.utils import uuid
 
+from parallel_scheduler.celery.broker_extras import require_broker_transport
+from parallel_scheduler.celery.call_options import carried_options, explain, reasons_not_to_defer
+from parallel_scheduler.celery.call_times import CallTime, read_call_time
+from parallel_scheduler.celery.retries import is_retry, retry_job_id
+from parallel_scheduler.celery.signals import job_scheduled
+from parallel_scheduler.celery.wiring import build_service, dispatcher_for, envelopes_for
+from parallel_scheduler.client import Client
+from parallel_scheduler.dispatchers import Dispatcher
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jobs import JobSpec
+from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.settings import Settings
 from storage_adapters import StorageUnavailableError
-
-from ..client import Client
-from ..dispatchers import Dispatcher
-from ..errors import InvalidJobError
-from ..jobs import JobSpec
-from ..scheduler_service import SchedulerService
-from ..settings import Settings
-from .broker_extras import require_broker_transport
-from .call_options import carried_options, explain, reasons_not_to_defer
-from .call_times import CallTime, read_call_time
-from .retries import is_retry, retry_job_id
-from .signals import job_scheduled
-from .wiring import build_service, dispatcher_for, envelopes_for
 
 __all__ = ["ATTRIBUTE", "CeleryIntegration", "get_integration"]
 

@@ -19,21 +19,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from parallel_scheduler.celery.beat_sync import sync_beat_schedule
+from parallel_scheduler.celery.publish.amqp import AmqpPublisher
+from parallel_scheduler.celery.publish.broker_urls import (
+    AMQP_SCHEMES,
+    REDIS_SCHEMES,
+    broker_scheme,
+    masked_broker_url,
+)
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.celery.signals import job_released
+from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.dispatchers import Dispatcher
+from parallel_scheduler.envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
+from parallel_scheduler.log_format import event
+from parallel_scheduler.opening_storage import open_storage
+from parallel_scheduler.recurring_jobs import RecurringJobs
+from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.settings import Settings
 from storage_adapters import ClaimedJob, Storage
-
-from ..clock import StorageClock
-from ..dispatchers import Dispatcher
-from ..envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
-from ..log_format import event
-from ..opening_storage import open_storage
-from ..recurring_jobs import RecurringJobs
-from ..scheduler_service import SchedulerService
-from ..settings import Settings
-from .beat_sync import sync_beat_schedule
-from .publish.amqp import AmqpPublisher
-from .publish.broker_urls import AMQP_SCHEMES, REDIS_SCHEMES, broker_scheme, masked_broker_url
-from .publish.send_task import CeleryDispatcher
-from .signals import job_released
 
 __all__ = ["build_service", "dispatcher_for", "envelopes_for"]
 
@@ -54,7 +58,7 @@ def dispatcher_for(app: Any, settings: Settings) -> Dispatcher:
     if scheme in REDIS_SCHEMES:
         # imported here, not above: it needs the redis package, the optional [redis] extra,
         # which an app on RabbitMQ may not have installed
-        from .publish.redis_lists import RedisPublisher
+        from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 
         return RedisPublisher(app)
     logger.info(

@@ -18,16 +18,15 @@ import logging
 import os
 from collections.abc import Sequence
 
+from parallel_scheduler import __version__
+from parallel_scheduler.cli import dashboard, jobs, purge, recurring, running, status
+from parallel_scheduler.cli.options import GLOBAL_SETTINGS, add_setting_options
+from parallel_scheduler.cli.status import status_report
+from parallel_scheduler.errors import ParallelSchedulerError
+from parallel_scheduler.log_format import LOG_FORMATS, configure_logging, say
+from parallel_scheduler.settings import SETTING_KINDS
 from storage_adapters import mask_url
 from storage_adapters.errors import one_line
-
-from .. import __version__
-from ..errors import ParallelSchedulerError
-from ..log_format import LOG_FORMATS, configure_logging, say
-from ..settings import SETTING_KINDS
-from . import dashboard, jobs, purge, recurring, running, status
-from .options import GLOBAL_SETTINGS, add_setting_options
-from .status import status_report
 
 __all__ = ["build_parser", "main", "status_report"]
 

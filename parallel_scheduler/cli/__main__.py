@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from parallel_scheduler.cli import main
 
 sys.exit(main())

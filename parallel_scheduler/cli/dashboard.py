@@ -16,10 +16,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from parallel_scheduler.cli.opening import open_client
+from parallel_scheduler.errors import ConfigurationError
 from storage_adapters.extras import require_driver
-
-from ..errors import ConfigurationError
-from .opening import open_client
 
 __all__ = ["BASIC_AUTH_ENV", "TOKEN_ENV", "add_commands"]
 
@@ -67,7 +66,7 @@ _threads = _int_between("threads", 1, 256)
 
 
 def _auth(ns: argparse.Namespace) -> Any:
-    from ..dashboard import TokenAuth, parse_basic_auth
+    from parallel_scheduler.dashboard import TokenAuth, parse_basic_auth
 
     basic = ns.basic_auth or (None if ns.token else os.environ.get(BASIC_AUTH_ENV))
     token = ns.token or (None if ns.basic_auth else os.environ.get(TOKEN_ENV))
@@ -94,7 +93,7 @@ def cmd_dashboard(ns: argparse.Namespace) -> int:
     require_driver("waitress", "parallel-scheduler dashboard")
     from waitress import create_server
 
-    from ..dashboard import create_app
+    from parallel_scheduler.dashboard import create_app
 
     auth = _auth(ns)
     if auth is None and not _loopback(ns.host):

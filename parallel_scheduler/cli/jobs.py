@@ -11,12 +11,11 @@ import json
 import sys
 from typing import Any
 
+from parallel_scheduler.cli.opening import open_client, read
+from parallel_scheduler.cli.options import count_arg, countdown_arg, instant_arg, json_arg
+from parallel_scheduler.cli.render import job_view, print_listing
 from storage_adapters import JobState
 from storage_adapters.errors import one_line
-
-from .opening import open_client, read
-from .options import count_arg, countdown_arg, instant_arg, json_arg
-from .render import job_view, print_listing
 
 __all__ = ["add_commands"]
 

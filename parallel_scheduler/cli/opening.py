@@ -19,15 +19,14 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 import storage_adapters
+from parallel_scheduler.cli.options import overrides
+from parallel_scheduler.client import Client
+from parallel_scheduler.errors import ParallelSchedulerError
+from parallel_scheduler.log_format import say
+from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.settings import Settings
 from storage_adapters import mask_url, shards_of
 from storage_adapters.urls import scheme_of
-
-from ..client import Client
-from ..errors import ParallelSchedulerError
-from ..log_format import say
-from ..retrying import call_storage
-from ..settings import Settings
-from .options import overrides
 
 __all__ = [
     "INTERACTIVE_RETRY_SECONDS",

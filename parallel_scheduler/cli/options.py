@@ -21,10 +21,9 @@ from datetime import datetime
 from typing import Any
 
 import storage_adapters
-
-from .. import limits
-from ..errors import InvalidJobError
-from ..settings import SETTING_KINDS, SettingKind
+from parallel_scheduler import limits
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.settings import SETTING_KINDS, SettingKind
 
 __all__ = [
     "GLOBAL_SETTINGS",

@@ -14,14 +14,13 @@ import json
 import math
 from typing import Any
 
+from parallel_scheduler.cli.opening import open_client, read
+from parallel_scheduler.cli.options import count_arg
+from parallel_scheduler.client import Client
+from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.limits import MAX_INTERVAL
 from storage_adapters import JobState
 from storage_adapters.retention import PURGEABLE_STATES, check_purge
-
-from ..client import Client
-from ..errors import ConfigurationError
-from ..limits import MAX_INTERVAL
-from .opening import open_client, read
-from .options import count_arg
 
 __all__ = ["DEFAULT_BATCH", "add_commands"]
 

@@ -11,11 +11,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from parallel_scheduler.cli.opening import open_client, read
+from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg, json_arg
+from parallel_scheduler.cli.render import print_listing, recurring_view
 from storage_adapters.errors import one_line
-
-from .opening import open_client, read
-from .options import count_arg, instant_arg, interval_arg, json_arg
-from .render import print_listing, recurring_view
 
 __all__ = ["add_commands"]
 

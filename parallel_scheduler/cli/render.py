@@ -23,11 +23,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from parallel_scheduler import limits
+from parallel_scheduler.jobs import Job, decode_payload
+from parallel_scheduler.recurring_jobs import RecurringJob
 from storage_adapters import JobRecord, JobState, RecurringRecord
-
-from .. import limits
-from ..jobs import Job, decode_payload
-from ..recurring_jobs import RecurringJob
 
 __all__ = ["instant", "job_view", "print_listing", "print_table", "recurring_view"]
 

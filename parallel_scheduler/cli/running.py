@@ -12,12 +12,12 @@ import argparse
 import logging
 from typing import Any
 
-from ..log_format import LOG_FORMATS, configure_logging
-from ..one_pass import run_one_pass
-from ..settings import RELEASE_MODES, SETTING_KINDS
-from ..startup import log_start
-from .opening import open_client
-from .options import GLOBAL_SETTINGS, add_setting_options, overrides
+from parallel_scheduler.cli.opening import open_client
+from parallel_scheduler.cli.options import GLOBAL_SETTINGS, add_setting_options, overrides
+from parallel_scheduler.log_format import LOG_FORMATS, configure_logging
+from parallel_scheduler.one_pass import run_one_pass
+from parallel_scheduler.settings import RELEASE_MODES, SETTING_KINDS
+from parallel_scheduler.startup import log_start
 
 __all__ = ["add_commands"]
 
@@ -68,14 +68,14 @@ def add_commands(commands: Any) -> None:
     profile = commands.add_parser(
         "profile", help="sweep batch size x parallelism, verified; table, JSON and PNG"
     )
-    from ..profiling import add_arguments as add_profile_arguments
+    from parallel_scheduler.profiling import add_arguments as add_profile_arguments
 
     add_profile_arguments(profile)
     profile.set_defaults(handler=cmd_profile)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from ..celery import CeleryIntegration, app_for_broker, load_app
+    from parallel_scheduler.celery import CeleryIntegration, app_for_broker, load_app
 
     app = load_app(ns.app) if ns.app else app_for_broker(ns.broker_url)
     integration = CeleryIntegration(app, overrides(ns))
@@ -99,7 +99,7 @@ def cmd_setup(ns: argparse.Namespace) -> int:
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from parallel_scheduler.demo import run_demo
 
     return run_demo(
         jobs=ns.jobs,
@@ -113,6 +113,6 @@ def cmd_demo(ns: argparse.Namespace) -> int:
 
 
 def cmd_profile(ns: argparse.Namespace) -> int:
-    from ..profiling import run_from_namespace
+    from parallel_scheduler.profiling import run_from_namespace
 
     return run_from_namespace(ns)

@@ -18,11 +18,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from parallel_scheduler.cli.render import instant, print_table
+from parallel_scheduler.instances import DEAD_AFTER_INTERVALS
+from parallel_scheduler.shard_assignment import describe_shards
 from storage_adapters import InstanceRecord
-
-from ..instances import DEAD_AFTER_INTERVALS
-from ..shard_assignment import describe_shards
-from .render import instant, print_table
 
 __all__ = ["print_schedulers", "scheduler_views"]
 

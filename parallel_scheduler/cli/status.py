@@ -14,14 +14,13 @@ from functools import partial
 from typing import Any
 
 import storage_adapters
+from parallel_scheduler.cli.opening import describe_storage, open_client, read
+from parallel_scheduler.cli.render import instant, print_table
+from parallel_scheduler.cli.schedulers import print_schedulers, scheduler_views
+from parallel_scheduler.client import Client
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
 from storage_adapters import InstanceRecord, LockLease, StorageError, shards_of
-
-from ..client import Client
-from ..delayed_scheduler import DelayedJobScheduler
-from ..recurring_scheduler import RecurringJobScheduler
-from .opening import describe_storage, open_client, read
-from .render import instant, print_table
-from .schedulers import print_schedulers, scheduler_views
 
 __all__ = ["add_commands", "lock_leases", "status_report"]
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from parallel_scheduler.dashboard.security import BasicAuth, TokenAuth, parse_basic_auth
 from storage_adapters.extras import require_driver
-
-from .security import BasicAuth, TokenAuth, parse_basic_auth
 
 if TYPE_CHECKING:
     from flask import Flask
 
-    from ..client import Client
+    from parallel_scheduler.client import Client
 
 __all__ = ["BasicAuth", "TokenAuth", "create_app", "parse_basic_auth"]
 
@@ -40,6 +39,6 @@ def create_app(
     survive a restart (give one when several processes serve the same dashboard).
     """
     require_driver("flask", "the web dashboard")
-    from .app import build_app
+    from parallel_scheduler.dashboard.app import build_app
 
     return build_app(client, read_only=read_only, auth=auth, secret_key=secret_key, **settings)

@@ -15,19 +15,25 @@ from typing import Any
 from flask import Flask, Response, abort, g, render_template, request, session
 from werkzeug.exceptions import HTTPException
 
+from parallel_scheduler.client import Client
+from parallel_scheduler.dashboard import display, pages_jobs, pages_overview, pages_recurring
+from parallel_scheduler.dashboard.context import Dashboard, dashboard, viewer_zone
+from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
+from parallel_scheduler.dashboard.security import (
+    SECURITY_HEADERS,
+    BasicAuth,
+    TokenAuth,
+    authenticate,
+    csrf_ok,
+    new_csrf_token,
+)
+from parallel_scheduler.errors import InvalidJobError
 from storage_adapters import (
     InvalidArgumentError,
     InvalidIdentifierError,
     StorageError,
     mask_url,
 )
-
-from ..client import Client
-from ..errors import InvalidJobError
-from . import display, pages_jobs, pages_overview, pages_recurring
-from .context import Dashboard, dashboard, viewer_zone
-from .inputs import BadInput, parse_zone, zone_options
-from .security import SECURITY_HEADERS, BasicAuth, TokenAuth, authenticate, csrf_ok, new_csrf_token
 
 __all__ = ["build_app"]
 

@@ -11,9 +11,9 @@ from datetime import timezone
 
 from flask import current_app, g, session
 
-from ..client import Client
-from .inputs import zone_names
-from .security import BasicAuth, TokenAuth
+from parallel_scheduler.client import Client
+from parallel_scheduler.dashboard.inputs import zone_names
+from parallel_scheduler.dashboard.security import BasicAuth, TokenAuth
 
 __all__ = ["Dashboard", "audit", "dashboard", "viewer_zone"]
 

@@ -11,8 +11,8 @@ import zoneinfo
 from datetime import datetime, timezone
 from typing import Any
 
-from ..jobs import display_instant
-from ..limits import in_range
+from parallel_scheduler.jobs import display_instant
+from parallel_scheduler.limits import in_range
 
 __all__ = ["duration", "in_zone", "pretty", "utc"]
 

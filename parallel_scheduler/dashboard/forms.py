@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .browse import JobFilter
-from .context import viewer_zone
-from .inputs import BadInput, parse_instant, parse_state, parse_task, parse_text
+from parallel_scheduler.dashboard.browse import JobFilter
+from parallel_scheduler.dashboard.context import viewer_zone
+from parallel_scheduler.dashboard.inputs import (
+    BadInput,
+    parse_instant,
+    parse_state,
+    parse_task,
+    parse_text,
+)
 
 __all__ = ["filter_args", "read_filter", "require_confirmation"]
 

@@ -14,13 +14,12 @@ from typing import TypeVar
 
 from markupsafe import Markup
 
+from parallel_scheduler import triggers
+from parallel_scheduler.errors import ParallelSchedulerError
+from parallel_scheduler.limits import in_range
 from storage_adapters import JobState
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH, validate_job_id
-
-from .. import triggers
-from ..errors import ParallelSchedulerError
-from ..limits import in_range
 
 __all__ = [
     "BadInput",

@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from parallel_scheduler.cli.status import status_report
+from parallel_scheduler.client import Client
+from parallel_scheduler.dashboard.browse import count_upto
+from parallel_scheduler.retrying import call_storage
 from storage_adapters import JobQuery, JobState
-
-from ..cli.status import status_report
-from ..client import Client
-from ..retrying import call_storage
-from .browse import count_upto
 
 __all__ = ["CHART_MINUTES", "DUE_COUNT_BOUND", "Bar", "overview"]
 

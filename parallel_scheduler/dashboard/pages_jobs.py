@@ -9,14 +9,10 @@ from typing import Any
 from flask import Flask, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from storage_adapters import JobState
-
-from ..jobs import Job
-from ..retrying import call_storage
-from .browse import SCAN_BOUND, fetch_page, matching
-from .context import audit, dashboard, viewer_zone
-from .forms import filter_args, read_filter, require_confirmation
-from .inputs import (
+from parallel_scheduler.dashboard.browse import SCAN_BOUND, fetch_page, matching
+from parallel_scheduler.dashboard.context import audit, dashboard, viewer_zone
+from parallel_scheduler.dashboard.forms import filter_args, read_filter, require_confirmation
+from parallel_scheduler.dashboard.inputs import (
     BadInput,
     cursor_text,
     parse_cursor,
@@ -27,6 +23,9 @@ from .inputs import (
     parse_text,
     parse_zone,
 )
+from parallel_scheduler.jobs import Job
+from parallel_scheduler.retrying import call_storage
+from storage_adapters import JobState
 
 __all__ = ["BULK_LIMIT", "register"]
 

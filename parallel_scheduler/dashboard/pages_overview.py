@@ -6,12 +6,11 @@ from typing import Any
 
 from flask import Flask, render_template
 
+from parallel_scheduler.dashboard.browse import JobFilter, fetch_page
+from parallel_scheduler.dashboard.context import dashboard
+from parallel_scheduler.dashboard.overview import overview
+from parallel_scheduler.jobs import Job
 from storage_adapters import JobState
-
-from ..jobs import Job
-from .browse import JobFilter, fetch_page
-from .context import dashboard
-from .overview import overview
 
 __all__ = ["register"]
 

@@ -10,13 +10,19 @@ from typing import Any, cast
 from flask import Flask, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from ..errors import InvalidJobError
-from ..jobs import utc_datetime
-from ..recurring_jobs import RecurringJob
-from ..triggers import MisfirePolicy
-from .context import audit, dashboard
-from .forms import require_confirmation
-from .inputs import BadInput, parse_int, parse_job_id, parse_seconds, parse_text
+from parallel_scheduler.dashboard.context import audit, dashboard
+from parallel_scheduler.dashboard.forms import require_confirmation
+from parallel_scheduler.dashboard.inputs import (
+    BadInput,
+    parse_int,
+    parse_job_id,
+    parse_seconds,
+    parse_text,
+)
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jobs import utc_datetime
+from parallel_scheduler.recurring_jobs import RecurringJob
+from parallel_scheduler.triggers import MisfirePolicy
 
 __all__ = ["register"]
 

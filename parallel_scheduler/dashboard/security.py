@@ -15,7 +15,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError
+from parallel_scheduler.errors import ConfigurationError
 
 __all__ = [
     "CSP",

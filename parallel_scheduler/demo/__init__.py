@@ -35,17 +35,16 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from parallel_scheduler.celery.wiring import dispatcher_for, envelopes_for
+from parallel_scheduler.client import Client
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.demo.brokers import DemoBroker, demo_broker
+from parallel_scheduler.dispatchers import Dispatcher, publish_description
+from parallel_scheduler.jobs import JobSpec
+from parallel_scheduler.opening_storage import open_storage
+from parallel_scheduler.recorder import NullRecorder
+from parallel_scheduler.settings import Settings
 from storage_adapters import ClaimedJob
-
-from ..celery.wiring import dispatcher_for, envelopes_for
-from ..client import Client
-from ..delayed_scheduler import DelayedJobScheduler
-from ..dispatchers import Dispatcher, publish_description
-from ..jobs import JobSpec
-from ..opening_storage import open_storage
-from ..recorder import NullRecorder
-from ..settings import Settings
-from .brokers import DemoBroker, demo_broker
 
 __all__ = ["run_demo"]
 
@@ -126,7 +125,7 @@ def _logs_above_the_bar() -> Iterator[None]:
 
 
 def _start_worker(workdir: Path, broker_url: str | None) -> subprocess.Popen[bytes]:
-    from .app import BROKER_ENV
+    from parallel_scheduler.demo.app import BROKER_ENV
 
     env = dict(os.environ, PARALLEL_SCHEDULER_DEMO_DIR=str(workdir))
     env.pop(BROKER_ENV, None)
@@ -281,7 +280,7 @@ def _forget_earlier_runs(folder: Path) -> None:
 def _run(
     folder: Path, broker: DemoBroker, jobs: int, spread: float, settings: Settings, timeout: float
 ) -> int:
-    from .app import make_app
+    from parallel_scheduler.demo.app import make_app
 
     _forget_earlier_runs(folder)
 

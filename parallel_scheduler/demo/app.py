@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from celery import Celery
 from celery.signals import worker_ready
 
-from .transport import ALIAS
+from parallel_scheduler.demo.transport import ALIAS
 
 DEMO_DIR = Path(os.environ.get("PARALLEL_SCHEDULER_DEMO_DIR", ".parallel-scheduler-demo"))
 #: The broker URL the demo gives its worker; unset: the filesystem broker in ``DEMO_DIR``.

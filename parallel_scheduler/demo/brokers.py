@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigurationError
-from .redis_server import INSTALL_HINT, missing, throwaway_redis
+from parallel_scheduler.demo.redis_server import INSTALL_HINT, missing, throwaway_redis
+from parallel_scheduler.errors import ConfigurationError
 
 __all__ = ["BROKER_CHOICES", "DemoBroker", "demo_broker"]
 
@@ -64,7 +64,9 @@ def demo_broker(choice: str, folder: Path) -> Iterator[DemoBroker]:
         return
     import redis  # the optional [redis] extra; ``missing()`` found it
 
-    from .app import QUEUE  # not at the top: the module's app reads the demo's folder
+    from parallel_scheduler.demo.app import (
+        QUEUE,  # not at the top: the module's app reads the demo's folder
+    )
 
     # kombu's Redis transport: one list per priority step (a bare queue name for step 0)
     lists = [QUEUE, *(f"{QUEUE}{_PRIORITY_SEPARATOR}{step}" for step in (3, 6, 9))]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ConfigurationError
+from parallel_scheduler.errors import ConfigurationError
 
 __all__ = ["INSTALL_HINT", "PACKAGE_HINT", "installed", "missing", "throwaway_redis"]
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_arguments
+from parallel_scheduler.profiling.options import add_arguments
 
 __all__ = ["add_arguments", "run_from_namespace"]
 
 
 def run_from_namespace(ns: argparse.Namespace) -> int:
     """The ``profile`` command's body, given the parsed command line."""
-    from .options import ProfileOptions
-    from .runner import run_profile
+    from parallel_scheduler.profiling.options import ProfileOptions
+    from parallel_scheduler.profiling.runner import run_profile
 
     return run_profile(ProfileOptions.from_namespace(ns))

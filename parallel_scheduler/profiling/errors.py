@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from ..errors import ParallelSchedulerError
+from parallel_scheduler.errors import ParallelSchedulerError
 
 __all__ = ["ProfileError", "VerificationError", "scrub"]
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..settings import RELEASE_MODES, ReleaseMode, Settings
-from .errors import ProfileError
+from parallel_scheduler.profiling.errors import ProfileError
+from parallel_scheduler.settings import RELEASE_MODES, ReleaseMode, Settings
 
 __all__ = ["DEFAULT_BATCH_SIZES", "DEFAULT_PARALLELISM", "ProfileOptions", "add_arguments"]
 

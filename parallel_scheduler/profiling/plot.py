@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .report import KNEE_RULE, Summary
+from parallel_scheduler.profiling.report import KNEE_RULE, Summary
 
 __all__ = ["draw"]
 

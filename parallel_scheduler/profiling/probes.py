@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from parallel_scheduler.profiling.errors import ProfileError, scrub
 from storage_adapters import mask_url
 from storage_adapters.urls import scheme_of
-
-from .errors import ProfileError, scrub
 
 __all__ = [
     "RTT_SAMPLES",

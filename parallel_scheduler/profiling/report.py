@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from rich.table import Table
 
-from .sweep import CellResult
+from parallel_scheduler.profiling.sweep import CellResult
 
 __all__ = ["KNEE_RULE", "KNEE_TOLERANCE", "Summary", "find_knees", "knee_of", "seconds", "table"]
 

@@ -28,16 +28,15 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from parallel_scheduler import delayed_scheduler
+from parallel_scheduler.profiling import probes
+from parallel_scheduler.profiling.latency_proxy import LatencyProxy
+from parallel_scheduler.profiling.options import ProfileOptions
+from parallel_scheduler.profiling.report import KNEE_RULE, find_knees, summarise, table
+from parallel_scheduler.profiling.sweep import PREFIX_STEM, CellResult, Target, run_cell
+from parallel_scheduler.profiling.workload import BrokerQueue
 from storage_adapters import mask_url
 from storage_adapters.urls import scheme_of
-
-from .. import delayed_scheduler
-from . import probes
-from .latency_proxy import LatencyProxy
-from .options import ProfileOptions
-from .report import KNEE_RULE, find_knees, summarise, table
-from .sweep import PREFIX_STEM, CellResult, Target, run_cell
-from .workload import BrokerQueue
 
 __all__ = ["run_profile"]
 
@@ -253,7 +252,7 @@ def run_profile(options: ProfileOptions, console: Console | None = None) -> int:
         file.write("\n")
     console.print(f"wrote {options.out}")
     if options.png is not None:
-        from .plot import draw
+        from parallel_scheduler.profiling.plot import draw
 
         draw(summaries, knees, run.title(), options.png)
         console.print(f"wrote {options.png}")

@@ -22,13 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import storage_adapters
+from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.profiling.verify import Observation, verify
+from parallel_scheduler.profiling.workload import (
+    BrokerQueue,
+    CountingDispatcher,
+    RecordingDispatcher,
+    make_jobs,
+)
+from parallel_scheduler.settings import ReleaseMode, Settings
+from parallel_scheduler.stats import PassStats
 from storage_adapters import JobState, Storage
-
-from ..delayed_scheduler import DelayedJobScheduler
-from ..settings import ReleaseMode, Settings
-from ..stats import PassStats
-from .verify import Observation, verify
-from .workload import BrokerQueue, CountingDispatcher, RecordingDispatcher, make_jobs
 
 __all__ = ["PREFIX_STEM", "CellResult", "Target", "run_cell"]
 

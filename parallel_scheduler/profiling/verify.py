@@ -13,10 +13,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from parallel_scheduler.profiling.errors import VerificationError
+from parallel_scheduler.stats import PassStats
 from storage_adapters import JobState
-
-from ..stats import PassStats
-from .errors import VerificationError
 
 __all__ = ["Observation", "problems", "verify"]
 

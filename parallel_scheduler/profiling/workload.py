@@ -16,12 +16,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.dispatchers import BatchDispatchError, Dispatcher, KeepGoing, always
+from parallel_scheduler.jobs import JobSpec
+from parallel_scheduler.profiling.errors import ProfileError, scrub
 from storage_adapters import ClaimedJob, NewJob, mask_url
-
-from ..celery.publish.send_task import CeleryDispatcher
-from ..dispatchers import BatchDispatchError, Dispatcher, KeepGoing, always
-from ..jobs import JobSpec
-from .errors import ProfileError, scrub
 
 __all__ = ["BrokerQueue", "CountingDispatcher", "RecordingDispatcher", "make_jobs"]
 
@@ -106,7 +105,7 @@ class BrokerQueue:
     """
 
     def __init__(self, broker_url: str, run_id: str) -> None:
-        from ..celery import app_for_broker
+        from parallel_scheduler.celery import app_for_broker
 
         self.url = broker_url
         self.name = f"parallel_scheduler_profile_{run_id}"

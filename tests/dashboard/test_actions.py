@@ -10,8 +10,7 @@ from flask.testing import FlaskClient
 
 from parallel_scheduler import Client
 from storage_adapters import JobState
-
-from .conftest import csrf_token
+from tests.dashboard.conftest import csrf_token
 
 AUDIT = "parallel_scheduler.dashboard.audit"
 

@@ -9,8 +9,7 @@ from flask.testing import FlaskClient
 
 from parallel_scheduler import Client
 from storage_adapters import JobState, NewJob
-
-from .conftest import csrf_token
+from tests.dashboard.conftest import csrf_token
 
 TOO_DEEP = '{"args":[' + "[" * 100_000 + "]" * 100_000 + '],"kwargs":{},"options":{}}'
 

@@ -8,8 +8,7 @@ import html
 from flask.testing import FlaskClient
 
 from parallel_scheduler import Client
-
-from .conftest import csrf_token
+from tests.dashboard.conftest import csrf_token
 
 
 def test_trigger_now_shows_as_the_last_run_and_a_triggered_firing(

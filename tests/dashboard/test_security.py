@@ -14,8 +14,7 @@ from flask import Flask
 from parallel_scheduler import Client
 from parallel_scheduler.dashboard import BasicAuth, TokenAuth, create_app
 from storage_adapters import JobState
-
-from .conftest import csrf_token, session_token
+from tests.dashboard.conftest import csrf_token, session_token
 
 PAGES = ("/", "/jobs", "/jobs?state=any", "/recurring", "/errors", "/jobs/detail?id=s-1")
 

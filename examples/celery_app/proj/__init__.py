@@ -1,5 +1,5 @@
 """An example Celery project with parallel-scheduler installed (see ../README.md)."""
 
-from .celery import app
+from proj.celery import app
 
 __all__ = ["app"]

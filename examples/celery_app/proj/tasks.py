@@ -13,7 +13,7 @@ from typing import Any
 
 from celery.utils.log import get_task_logger
 
-from .celery import app
+from proj.celery import app
 
 logger = get_task_logger(__name__)
 

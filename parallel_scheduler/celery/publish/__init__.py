@@ -7,6 +7,6 @@ Which one a scheduler uses is decided in ``parallel_scheduler.celery.wiring``.
 
 from __future__ import annotations
 
-from .send_task import CeleryDispatcher
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 
 __all__ = ["CeleryDispatcher"]

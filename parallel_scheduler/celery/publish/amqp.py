@@ -40,17 +40,29 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from parallel_scheduler.celery.publish.amqp_frames import Message, Template, TooLarge, properties
+from parallel_scheduler.celery.publish.amqp_pool import Guarantee, Link, LinkPool, Refused
+from parallel_scheduler.celery.publish.amqp_routes import make_template
+from parallel_scheduler.celery.publish.broker_urls import (
+    AMQP_SCHEMES,
+    broker_scheme,
+    masked_broker_url,
+)
+from parallel_scheduler.celery.publish.message_template import (
+    carries_own_identity,
+    options_key,
+    origin,
+)
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.dispatchers import BatchDispatchError, KeepGoing, always
+from parallel_scheduler.envelopes import ReleaseFacts, release_facts
+from parallel_scheduler.errors import (
+    ConfigurationError,
+    DispatchError,
+    LeaseLost,
+    UnsendableJobError,
+)
 from storage_adapters import ClaimedJob
-
-from ...dispatchers import BatchDispatchError, KeepGoing, always
-from ...envelopes import ReleaseFacts, release_facts
-from ...errors import ConfigurationError, DispatchError, LeaseLost, UnsendableJobError
-from .amqp_frames import Message, Template, TooLarge, properties
-from .amqp_pool import Guarantee, Link, LinkPool, Refused
-from .amqp_routes import make_template
-from .broker_urls import AMQP_SCHEMES, broker_scheme, masked_broker_url
-from .message_template import carries_own_identity, options_key, origin
-from .send_task import CeleryDispatcher
 
 __all__ = ["AmqpPublisher"]
 

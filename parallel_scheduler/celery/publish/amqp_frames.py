@@ -18,8 +18,8 @@ import amqp  # type: ignore[import-untyped]
 from amqp import spec
 from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
 
-from .message_template import expiration as expiration_ms
-from .message_template import expires_header, short_repr
+from parallel_scheduler.celery.publish.message_template import expiration as expiration_ms
+from parallel_scheduler.celery.publish.message_template import expires_header, short_repr
 
 __all__ = ["Message", "Template", "TooLarge", "frames", "matches_py_amqp", "properties", "splice"]
 

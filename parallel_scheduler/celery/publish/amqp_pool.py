@@ -16,11 +16,15 @@ import amqp  # type: ignore[import-untyped]
 from amqp import spec
 from amqp.exceptions import NotFound  # type: ignore[import-untyped]
 
-from ...dispatchers import KeepGoing, lease_lost
-from ...errors import ConfigurationError, DispatchError
-from .amqp_frames import Message, frames
-from .amqp_refusals import missing_exchange, no_exchange_reason, returned_reason
-from .broker_urls import masked_broker_url
+from parallel_scheduler.celery.publish.amqp_frames import Message, frames
+from parallel_scheduler.celery.publish.amqp_refusals import (
+    missing_exchange,
+    no_exchange_reason,
+    returned_reason,
+)
+from parallel_scheduler.celery.publish.broker_urls import masked_broker_url
+from parallel_scheduler.dispatchers import KeepGoing, lease_lost
+from parallel_scheduler.errors import ConfigurationError, DispatchError
 
 __all__ = ["Guarantee", "Link", "LinkPool", "Refused"]
 

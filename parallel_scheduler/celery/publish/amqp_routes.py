@@ -11,8 +11,18 @@ import amqp  # type: ignore[import-untyped]
 from kombu.common import Broadcast
 from kombu.entity import Queue
 
-from .amqp_frames import PER_JOB_HEADERS, Template, matches_py_amqp, splice
-from .message_template import delivery_mode, dumps, sample_message, send_task_options
+from parallel_scheduler.celery.publish.amqp_frames import (
+    PER_JOB_HEADERS,
+    Template,
+    matches_py_amqp,
+    splice,
+)
+from parallel_scheduler.celery.publish.message_template import (
+    delivery_mode,
+    dumps,
+    sample_message,
+    send_task_options,
+)
 
 __all__ = ["make_template"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from celery.utils.functional import maybe_list
 
-from ...envelopes import ReleaseFacts, compact_json
-from .send_task import celery_options
+from parallel_scheduler.celery.publish.send_task import celery_options
+from parallel_scheduler.envelopes import ReleaseFacts, compact_json
 
 __all__ = [
     "REPR_LIMIT",

@@ -26,12 +26,7 @@ from typing import Any
 
 import redis
 
-from storage_adapters import ClaimedJob, NewJob
-
-from ...dispatchers import BatchDispatchError, KeepGoing, always, decode_for_send, lease_lost
-from ...envelopes import ReleaseFacts, decode_envelope, encode_envelope, release_facts
-from ...errors import ConfigurationError
-from .message_template import (
+from parallel_scheduler.celery.publish.message_template import (
     carries_own_identity,
     delivery_mode,
     expiration,
@@ -42,9 +37,24 @@ from .message_template import (
     sample_message,
     send_task_options,
 )
-from .message_template import dumps as _dumps
-from .message_template import short_repr as _short_repr
-from .send_task import CeleryDispatcher
+from parallel_scheduler.celery.publish.message_template import dumps as _dumps
+from parallel_scheduler.celery.publish.message_template import short_repr as _short_repr
+from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.dispatchers import (
+    BatchDispatchError,
+    KeepGoing,
+    always,
+    decode_for_send,
+    lease_lost,
+)
+from parallel_scheduler.envelopes import (
+    ReleaseFacts,
+    decode_envelope,
+    encode_envelope,
+    release_facts,
+)
+from parallel_scheduler.errors import ConfigurationError
+from storage_adapters import ClaimedJob, NewJob
 
 __all__ = ["RedisPublisher"]
 

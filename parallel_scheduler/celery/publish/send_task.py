@@ -19,11 +19,16 @@ from typing import Any
 import amqp  # type: ignore[import-untyped]
 from amqp.exceptions import NotFound  # type: ignore[import-untyped]
 
+from parallel_scheduler.celery.publish.amqp_refusals import missing_exchange, no_exchange_reason
+from parallel_scheduler.dispatchers import (
+    BatchDispatchError,
+    KeepGoing,
+    always,
+    decode_for_send,
+    lease_lost,
+)
+from parallel_scheduler.errors import UnsendableJobError
 from storage_adapters import ClaimedJob
-
-from ...dispatchers import BatchDispatchError, KeepGoing, always, decode_for_send, lease_lost
-from ...errors import UnsendableJobError
-from .amqp_refusals import missing_exchange, no_exchange_reason
 
 __all__ = ["CeleryDispatcher", "celery_options"]
 

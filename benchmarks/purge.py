@@ -12,7 +12,7 @@ One run, on one storage server (``--storage-url``), under a fresh prefix:
    then (PostgreSQL) vacuumed as autovacuum would have done over the days such a backlog takes
    to build (``settle_fill``), and left to age past ``--retention``;
 3. **full**: the same stream again, while the scheduler's purger (its own thread and lock,
-   short slices, a bounded share of the server's time: ``parallel_scheduler/retention.py``)
+   short slices, a bounded share of the server's time: ``parallel_scheduler/delayed/retention.py``)
    deletes the backlog beside the passes; the same figures, then the scheduler keeps running
    until the backlog is gone (``--drain-timeout``) and how long that took;
 4. storage size at the start, full, and after the purge (PostgreSQL ``pg_total_relation_size`` of
@@ -44,10 +44,10 @@ from harness.report import conclude, environment, ms_summary, options, refuse_ex
 import storage_adapters
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.stats import PassStats
+from parallel_scheduler.engine.stats import PassStats
 from storage_adapters import JobState, NewJob, Storage
-from storage_adapters.redis import RedisStorage
-from storage_adapters.sql_storage import SQLStorage
+from storage_adapters.redis.storage import RedisStorage
+from storage_adapters.sql.storage import SQLStorage
 
 FILL_PAGE = 5000
 

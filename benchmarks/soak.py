@@ -153,7 +153,7 @@ def child_main(args: argparse.Namespace) -> int:
     import logging
 
     from parallel_scheduler import CallableDispatcher, Settings
-    from parallel_scheduler.scheduler_service import SchedulerService
+    from parallel_scheduler.process.service import SchedulerService
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     released = 0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from parallel_scheduler.client import Client, ScheduleResult
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.dispatchers import CallableDispatcher, Dispatcher
+from parallel_scheduler.engine.stats import Outcome, PassStats
 from parallel_scheduler.errors import (
     ConfigurationError,
     DispatchError,
@@ -19,7 +20,6 @@ from parallel_scheduler.errors import (
 )
 from parallel_scheduler.jobs import Job, JobSpec
 from parallel_scheduler.settings import Settings
-from parallel_scheduler.stats import Outcome, PassStats
 from storage_adapters import JobState
 
 if TYPE_CHECKING:

@@ -13,16 +13,16 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
+from parallel_scheduler.delayed.envelopes import EnvelopeMaker, with_envelopes
+from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import Job, JobSpec, due_time, utc_datetime
-from parallel_scheduler.limits import check_page
 from parallel_scheduler.opening_storage import open_storage
-from parallel_scheduler.recurring_jobs import RecurringJobs
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.ranges import check_page
+from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
 from storage_adapters import JobState, NewJob, Storage
-from storage_adapters.sharding import verify_shard_count
+from storage_adapters.shard_guard import verify_shard_count
 
 __all__ = ["Client", "ScheduleResult"]
 

@@ -3,7 +3,7 @@
 Due times and leases are judged by the storage clock (so hosts with skewed clocks agree); a
 process measures its offset from that clock at first use and refreshes it every
 ``refresh_every`` seconds (three reads each time), never per scheduler pass: an idle pass must
-cost one round trip, its peek (see locked_scheduler.py).
+cost one round trip, its peek (see engine/locked_loop.py).
 """
 
 from __future__ import annotations

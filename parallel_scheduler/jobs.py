@@ -16,8 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from parallel_scheduler.errors import InvalidJobError
-from parallel_scheduler.firing_ids import check_not_reserved
-from parallel_scheduler.limits import (
+from parallel_scheduler.ranges import (
     MAX_INSTANT,
     MIN_INSTANT,
     check_countdown,
@@ -26,6 +25,7 @@ from parallel_scheduler.limits import (
     in_range,
     shown,
 )
+from parallel_scheduler.recurring.firing_ids import check_not_reserved
 from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH

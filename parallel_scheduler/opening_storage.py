@@ -8,9 +8,14 @@ cannot be forgotten by one of them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import sqlalchemy as sa
+
 import storage_adapters
 from parallel_scheduler.settings import Settings
-from storage_adapters import Storage
+from storage_adapters import Storage, mask_url
+from storage_adapters.urls import scheme_of
 
 __all__ = ["SHARD_CONNECTIONS", "open_storage", "pool_size_for"]
 
@@ -42,3 +47,20 @@ def open_storage(
         connect_timeout=settings.connect_timeout if connect_timeout is None else connect_timeout,
         shards=settings.shards,
     )
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The absolute path of an SQLite URL's file; ``None`` for other schemes."""
+    if scheme_of(url) != "sqlite":
+        return None
+    try:
+        database = sa.engine.make_url(url).database
+    except sa.exc.ArgumentError:
+        return None  # the adapter refuses it with its own message when it is opened
+    return Path(database).absolute() if database and database != ":memory:" else None
+
+
+def describe_storage(url: str) -> str:
+    """``url`` with its password masked, and for SQLite the file it resolves to."""
+    path = sqlite_file(url)
+    return mask_url(url) if path is None else f"{mask_url(url)} (file {path})"

@@ -17,8 +17,8 @@ from dataclasses import Field, dataclass, fields
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from parallel_scheduler.errors import ConfigurationError
-from parallel_scheduler.limits import MAX_INTERVAL
 from parallel_scheduler.log_format import LOG_FORMATS, LogFormat
+from parallel_scheduler.ranges import MAX_INTERVAL
 from storage_adapters import DEFAULT_PREFIX, InvalidIdentifierError, mask_url, validate_prefix
 from storage_adapters.sharding import MAX_SHARDS
 from storage_adapters.urls import InvalidStorageURLError, scheme_of
@@ -99,7 +99,7 @@ class Settings:
     passes (``parallel-scheduler purge`` does it by hand). ``0`` or ``None`` keeps every job.
 
     ``heartbeat_interval``: how often a scheduler process writes its liveness record (see
-    ``instances.py``); ``status`` shows it dead once its heartbeat is three intervals old. With
+    process/liveness.py); ``status`` shows it dead once its heartbeat is three intervals old. With
     shards, another process's shards go to the live ones once its heartbeat is
     ``max(lock_lease / 2, 2 * heartbeat_interval)`` old, so the 2 s default keeps a dead
     process's shards unserved for about one lease, not longer.
@@ -108,7 +108,7 @@ class Settings:
     scheduler at a time, exactly as without shards). With S > 1 each job lives in the shard its
     id hashes to, each shard has its own due index and locks, and every scheduler process serves
     its fair share of the shards (about S/N of them with N live processes; see
-    ``shard_assignment.py``), so N processes release at once. Every scheduler process and every
+    process/shard_assignment.py), so N processes release at once. Every scheduler process and every
     client sharing a prefix must use the same S: storage records S when a sharded store is first
     set up and refuses to open it with a different count (a client with another count would
     write jobs where no scheduler looks). Choose S above the most scheduler processes you expect

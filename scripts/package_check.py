@@ -97,7 +97,7 @@ def build_wheel(tmp: Path) -> Path:
     must = {
         "LICENSE in the wheel": any(n.endswith(".dist-info/licenses/LICENSE") for n in names),
         "the Redis Lua scripts in the wheel": any(
-            n.startswith("storage_adapters/lua/") for n in names
+            n.startswith("storage_adapters/redis/lua/") for n in names
         ),
         "py.typed in the wheel": "parallel_scheduler/py.typed" in names,
         "License-Expression: MIT": "License-Expression: MIT" in text,

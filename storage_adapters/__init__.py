@@ -51,12 +51,12 @@ from storage_adapters.records import (
     validate_job_id,
     validate_prefix,
 )
+from storage_adapters.shard_guard import shards_of
 from storage_adapters.sharding import (
     ShardableStorage,
     check_shards,
     shard_of,
     shard_prefix,
-    shards_of,
 )
 from storage_adapters.urls import InvalidStorageURLError, mask_url, scheme_of
 
@@ -158,17 +158,17 @@ def _adapter(url: str | None, prefix: str, pool_size: int, connect_timeout: floa
     scheme = scheme_of(url)
     validate_prefix(prefix)
     if scheme == "sqlite":
-        from storage_adapters.sqlite import SQLiteStorage
+        from storage_adapters.sql.sqlite import SQLiteStorage
 
         return SQLiteStorage(url, prefix=prefix)
     if scheme.startswith("postgres"):
         require_driver("psycopg", "PostgreSQL storage")
-        from storage_adapters.postgresql import PostgreSQLStorage
+        from storage_adapters.sql.postgresql import PostgreSQLStorage
 
         return PostgreSQLStorage(
             url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout
         )
     require_driver("redis", "Redis storage")
-    from storage_adapters.redis import RedisStorage
+    from storage_adapters.redis.storage import RedisStorage
 
     return RedisStorage(url, prefix=prefix, pool_size=pool_size, connect_timeout=connect_timeout)

@@ -77,7 +77,7 @@ class NewJob(_JobFields):
     ``envelope`` is optional: the job's broker message, built once at accept time by a
     dispatcher that can (``<list key>\n<message>`` for a Redis-list broker), so releasing the
     job costs no serialisation. Storage keeps it opaque and hands it back with the claim; the
-    format's codec is ``parallel_scheduler/envelopes.py`` (``encode_envelope``/
+    format's codec is ``parallel_scheduler/delayed/envelopes.py`` (``encode_envelope``/
     ``decode_envelope``), and ``lua/release_to_lists.lua`` splits it the same way on the server.
     """
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from storage_adapters.base import Storage
-from storage_adapters.checks import (
+from storage_adapters.checks.values import (
     check_new_jobs,
     error_text,
     non_negative_offset,
@@ -355,7 +355,7 @@ class ShardedStorage:
         if strays:
             raise InvalidArgumentError(
                 f"firing job id(s) {strays[:3]!r} do not fall in recurring job {recurring_id!r}'s "
-                "shard: a firing's id must be '<recurring id>@<UTC time>Z' (firing_ids.py)"
+                "shard: a firing's id must be '<recurring id>@<UTC time>Z' (see firing_ids.py)"
             )
         held = self._lease_on(lock, shard)
         if held is None:
@@ -370,7 +370,7 @@ class ShardedStorage:
             raise InvalidArgumentError(
                 f"trigger job id {firing.job.id!r} does not fall in recurring job "
                 f"{recurring_id!r}'s shard: a trigger's id must be '<recurring id>@trigger-...' "
-                "(firing_ids.py)"
+                "(parallel_scheduler/recurring/firing_ids.py)"
             )
         return self.shards[shard].trigger_recurring(recurring_id, version, firing)
 

@@ -10,7 +10,7 @@ is the store under the prefix itself: a store with one shard is exactly today's 
 
 A job lives in shard ``shard_of(id, S)``: CRC-32 of its shard key modulo S, the same in every
 process and every release. The shard key is the id, except for a recurring firing
-(``<recurring id>@<UTC time>Z``, see parallel_scheduler/firing_ids.py), whose key is its
+(``<recurring id>@<UTC time>Z``, see parallel_scheduler/recurring/firing_ids.py), whose key is its
 recurring job's id: a firing is written in the same step as its recurring job's next run, so
 both must live in one shard (one Redis slot, one script).
 
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from storage_adapters.errors import (
     InvalidArgumentError,
@@ -47,8 +46,6 @@ __all__ = [
     "shard_key",
     "shard_of",
     "shard_prefix",
-    "shards_of",
-    "verify_shard_count",
 ]
 
 #: The most shards a store may have: far more than schedulers one store can keep busy.
@@ -145,38 +142,3 @@ def refuse_one_shard_jobs(store: Storage, expected: int, prefix: str) -> None:
             "store and let a one-shard scheduler drain this one (README: Changing the "
             "shard count)"
         )
-
-
-def verify_shard_count(storage: Storage) -> None:
-    """Refuse (``StorageConfigurationError``) to write to a store recorded with another shard
-    count than ``storage`` has, reading the record only (nothing is created).
-
-    A write path calls this once before its first write: a client opened with 8 shards on a
-    4-shard store would otherwise put jobs where no 4-shard process ever looks. A store without
-    a record is a one-shard store; a sharded ``storage`` needs its count recorded by ``setup()``.
-    """
-    shards = shards_of(storage)
-    home = shards[0]
-    if not hasattr(home, "stored_shard_count"):
-        return  # an adapter that cannot be sharded is one store
-    stored = cast(ShardableStorage, home).stored_shard_count()
-    prefix = getattr(home, "prefix", getattr(home, "_prefix", "?"))
-    if stored is None and len(shards) > 1:
-        raise StorageConfigurationError(
-            f"the store under prefix {prefix!r} has no recorded shard count, but this process "
-            f"was opened with shards={len(shards)}: call setup() once (or run a scheduler) "
-            "with that count before writing, or open it with shards=1"
-        )
-    if (stored or 1) != len(shards):
-        check_shard_count(home, len(shards), prefix)
-
-
-def shards_of(storage: Storage) -> Sequence[Storage]:
-    """The shard stores of ``storage`` in shard order: ``[storage]`` when it has one shard."""
-    from storage_adapters.sharded_storage import (
-        ShardedStorage,  # here: that module imports this one
-    )
-
-    if isinstance(storage, ShardedStorage):
-        return storage.shards
-    return [storage]

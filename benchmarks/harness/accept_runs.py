@@ -17,7 +17,7 @@ from typing import Any
 import storage_adapters
 from benchmarks.harness.release_runs import CheckFailed, cpu_seconds, run_prefix
 from parallel_scheduler import Client, JobSpec, JobState, Settings
-from parallel_scheduler.envelopes import EnvelopeMaker
+from parallel_scheduler.delayed.envelopes import EnvelopeMaker
 
 __all__ = ["accept_once", "percentile"]
 

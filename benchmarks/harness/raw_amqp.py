@@ -22,7 +22,7 @@ from parallel_scheduler import JobSpec
 
 __all__ = ["amqp_messages", "amqp_publish"]
 
-CHUNK = 50  # the scheduler's chunk (parallel_scheduler.delayed_scheduler.CHUNK)
+CHUNK = 50  # the scheduler's chunk (parallel_scheduler.delayed.scheduler.CHUNK)
 
 
 def amqp_messages(app: Any, specs: Sequence[JobSpec]) -> list[Any]:

@@ -40,7 +40,7 @@ from benchmarks.harness.release_runs import (
     run_prefix,
 )
 from parallel_scheduler import JobState
-from parallel_scheduler.envelopes import decode_envelope
+from parallel_scheduler.delayed.envelopes import decode_envelope
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import NewJob, Storage
 

@@ -24,8 +24,8 @@ from benchmarks.harness.amqp import drain_ids, queue_count
 from benchmarks.harness.brokers import delete_celery_queue, is_redis, queued_ids
 from benchmarks.harness.celery_apps import build_celery_app
 from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobState, Settings
+from parallel_scheduler.delayed.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.dispatchers import Dispatcher
-from parallel_scheduler.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import NewJob, Storage
 

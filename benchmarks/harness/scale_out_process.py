@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
 
     from parallel_scheduler import CallableDispatcher, Settings
     from parallel_scheduler.opening_storage import open_storage
-    from parallel_scheduler.scheduler_service import SchedulerService
+    from parallel_scheduler.process.service import SchedulerService
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     chosen = {

@@ -13,8 +13,8 @@ from typing import Any
 from celery import beat
 
 from parallel_scheduler.celery.integration import get_integration
-from parallel_scheduler.scheduler_service import SchedulerService
-from parallel_scheduler.startup import log_start
+from parallel_scheduler.process.service import SchedulerService
+from parallel_scheduler.process.startup import log_start
 
 __all__ = ["DurableScheduler"]
 

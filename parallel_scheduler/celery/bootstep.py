@@ -21,8 +21,8 @@ from celery import bootsteps
 from parallel_scheduler.celery.integration import get_integration
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import use_json_for_package
-from parallel_scheduler.scheduler_service import SchedulerService
-from parallel_scheduler.startup import log_start
+from parallel_scheduler.process.service import SchedulerService
+from parallel_scheduler.process.startup import log_start
 from storage_adapters import StorageError, mask_url
 
 __all__ = ["ParallelSchedulerStep", "register_worker_step"]

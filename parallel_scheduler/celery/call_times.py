@@ -18,7 +18,7 @@ from typing import Any
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
 from parallel_scheduler.errors import InvalidJobError
-from parallel_scheduler.limits import as_float, is_number, shown
+from parallel_scheduler.ranges import as_float, is_number, shown
 
 __all__ = ["CallTime", "read_call_time"]
 

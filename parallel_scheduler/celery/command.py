@@ -13,8 +13,8 @@ from celery.bin.base import LOG_LEVEL
 
 from parallel_scheduler.celery.integration import get_integration
 from parallel_scheduler.log_format import configure_logging
-from parallel_scheduler.one_pass import run_one_pass
-from parallel_scheduler.startup import log_start
+from parallel_scheduler.process.one_pass import run_one_pass
+from parallel_scheduler.process.startup import log_start
 
 __all__ = ["parallel_scheduler"]
 

@@ -19,8 +19,8 @@ from typing import Any
 from parallel_scheduler.celery.bootstep import register_worker_step
 from parallel_scheduler.celery.call_options import explain
 from parallel_scheduler.celery.integration import ATTRIBUTE, CeleryIntegration, get_integration
-from parallel_scheduler.celery.retries import is_retry
 from parallel_scheduler.celery.revoke import hook_revoke
+from parallel_scheduler.celery.stored_retries import is_retry
 from parallel_scheduler.jobs import check_call
 from storage_adapters import StorageUnavailableError
 

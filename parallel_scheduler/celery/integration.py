@@ -25,14 +25,14 @@ from celery.utils import uuid
 from parallel_scheduler.celery.broker_extras import require_broker_transport
 from parallel_scheduler.celery.call_options import carried_options, explain, reasons_not_to_defer
 from parallel_scheduler.celery.call_times import CallTime, read_call_time
-from parallel_scheduler.celery.retries import is_retry, retry_job_id
 from parallel_scheduler.celery.signals import job_scheduled
+from parallel_scheduler.celery.stored_retries import is_retry, retry_job_id
 from parallel_scheduler.celery.wiring import build_service, dispatcher_for, envelopes_for
 from parallel_scheduler.client import Client
 from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import JobSpec
-from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.settings import Settings
 from storage_adapters import StorageUnavailableError
 
@@ -114,7 +114,7 @@ class CeleryIntegration:
         **options: Any,
     ) -> Any:
         """Store one call durably; returns an ``AsyncResult`` whose id is the task id (the job
-        id, but for a retry, stored as ``<task id>:retry-<n>``: see ``retries.py``)."""
+        id, but for a retry, stored as ``<task id>:retry-<n>``: see ``stored_retries.py``)."""
         job_id, message_id, options, reasons = self.plan(task_id, options)
         if reasons:
             raise InvalidJobError(f"cannot store a call of {name!r}: {explain(reasons)}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from celery.utils.imports import symbol_by_name
 
-from parallel_scheduler.celery.retries import retry_job_ids
+from parallel_scheduler.celery.stored_retries import retry_job_ids
 
 __all__ = ["hook_revoke", "revoked_job_ids"]
 

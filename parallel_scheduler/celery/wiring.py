@@ -30,12 +30,12 @@ from parallel_scheduler.celery.publish.broker_urls import (
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.celery.signals import job_released
 from parallel_scheduler.clock import StorageClock
+from parallel_scheduler.delayed.envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
 from parallel_scheduler.dispatchers import Dispatcher
-from parallel_scheduler.envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
 from parallel_scheduler.log_format import event
 from parallel_scheduler.opening_storage import open_storage
-from parallel_scheduler.recurring_jobs import RecurringJobs
-from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.process.service import SchedulerService
+from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
 from storage_adapters import ClaimedJob, Storage
 

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from parallel_scheduler import __version__
 from parallel_scheduler.cli import dashboard, jobs, purge, recurring, running, status
 from parallel_scheduler.cli.options import GLOBAL_SETTINGS, add_setting_options
-from parallel_scheduler.cli.status import status_report
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import LOG_FORMATS, configure_logging, say
+from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.settings import SETTING_KINDS
 from storage_adapters import mask_url
 from storage_adapters.errors import one_line

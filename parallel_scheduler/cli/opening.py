@@ -13,20 +13,17 @@ import argparse
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TypeVar
-
-import sqlalchemy as sa
 
 import storage_adapters
 from parallel_scheduler.cli.options import overrides
 from parallel_scheduler.client import Client
+from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import say
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.opening_storage import describe_storage, sqlite_file
 from parallel_scheduler.settings import Settings
 from storage_adapters import mask_url, shards_of
-from storage_adapters.urls import scheme_of
 
 __all__ = [
     "INTERACTIVE_RETRY_SECONDS",
@@ -45,23 +42,6 @@ INTERACTIVE_RETRY_SECONDS = 3.0
 
 class NoStoreError(ParallelSchedulerError):
     """A read-only command was pointed at a store that does not exist; nothing was created."""
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The absolute path of an SQLite URL's file; ``None`` for other schemes."""
-    if scheme_of(url) != "sqlite":
-        return None
-    try:
-        database = sa.engine.make_url(url).database
-    except sa.exc.ArgumentError:
-        return None  # the adapter refuses it with its own message when it is opened
-    return Path(database).absolute() if database and database != ":memory:" else None
-
-
-def describe_storage(url: str) -> str:
-    """``url`` with its password masked, and for SQLite the file it resolves to."""
-    path = sqlite_file(url)
-    return mask_url(url) if path is None else f"{mask_url(url)} (file {path})"
 
 
 def announce_storage(settings: Settings) -> None:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import storage_adapters
-from parallel_scheduler import limits
+from parallel_scheduler import ranges
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.settings import SETTING_KINDS, SettingKind
 
@@ -102,7 +102,7 @@ def overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 def json_arg(kind: type, field: str | None = None) -> Callable[[str], Any]:
     """A JSON value of ``kind`` for ``field`` (default: ``args`` for a list, ``kwargs`` for an
-    object), nested no deeper than ``limits.MAX_NESTING``: what ``Client`` checks, refused here
+    object), nested no deeper than ``ranges.MAX_NESTING``: what ``Client`` checks, refused here
     before anything is opened."""
     name = field or ("args" if kind is list else "kwargs")
 
@@ -112,12 +112,12 @@ def json_arg(kind: type, field: str | None = None) -> Callable[[str], Any]:
         except json.JSONDecodeError as exc:
             raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
         except RecursionError:  # nested some thousand levels deep: past any limit
-            too_deep = limits.too_deep(name, limits.shown(raw))
+            too_deep = ranges.too_deep(name, ranges.shown(raw))
             raise argparse.ArgumentTypeError(str(too_deep)) from None
         if not isinstance(value, kind):
             raise argparse.ArgumentTypeError(f"must be a JSON {kind.__name__}")
         try:
-            limits.check_nesting(name, value)
+            ranges.check_nesting(name, value)
         except InvalidJobError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return value
@@ -136,10 +136,10 @@ def countdown_arg(raw: str) -> float:
     """Seconds from now, landing inside the valid range (on this host's clock)."""
     seconds = _number(raw, "seconds")
     if math.isinf(seconds) and "inf" not in raw.lower():  # finite, but past a float's range
-        too_late = limits.lands_too_late("countdown", limits.shown(raw.strip()))
+        too_late = ranges.lands_too_late("countdown", ranges.shown(raw.strip()))
         raise argparse.ArgumentTypeError(str(too_late))
     try:
-        limits.check_countdown("countdown", seconds, time.time())
+        ranges.check_countdown("countdown", seconds, time.time())
     except InvalidJobError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return seconds
@@ -148,7 +148,7 @@ def countdown_arg(raw: str) -> float:
 def interval_arg(raw: str) -> float:
     seconds = _number(raw, "seconds")
     try:
-        return limits.check_interval("every", seconds)
+        return ranges.check_interval("every", seconds)
     except InvalidJobError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -167,23 +167,23 @@ def instant_arg(raw: str) -> datetime:
     except (OverflowError, ValueError):
         epoch = float("inf")  # beyond what a timestamp can hold: outside the range as well
     try:
-        limits.check_instant(f"{raw} =", epoch)  # "<text> = <epoch> is outside the range"
+        ranges.check_instant(f"{raw} =", epoch)  # "<text> = <epoch> is outside the range"
     except InvalidJobError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return moment
 
 
 def count_arg(low: int) -> Callable[[str], int]:
-    """An integer from ``low`` to ``limits.MAX_PAGE`` (``--limit``, ``--offset``)."""
+    """An integer from ``low`` to ``ranges.MAX_PAGE`` (``--limit``, ``--offset``)."""
 
     def parse(raw: str) -> int:
         try:
             value = int(raw)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-        if not low <= value <= limits.MAX_PAGE:  # checked before any storage call
+        if not low <= value <= ranges.MAX_PAGE:  # checked before any storage call
             raise argparse.ArgumentTypeError(
-                f"{limits.shown(raw)} must be from {low} to {limits.MAX_PAGE}"
+                f"{ranges.shown(raw)} must be from {low} to {ranges.MAX_PAGE}"
             )
         return value
 

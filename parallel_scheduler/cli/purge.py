@@ -18,9 +18,9 @@ from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg
 from parallel_scheduler.client import Client
 from parallel_scheduler.errors import ConfigurationError
-from parallel_scheduler.limits import MAX_INTERVAL
+from parallel_scheduler.ranges import MAX_INTERVAL
 from storage_adapters import JobState
-from storage_adapters.retention import PURGEABLE_STATES, check_purge
+from storage_adapters.checks.retention import PURGEABLE_STATES, check_purge
 
 __all__ = ["DEFAULT_BATCH", "add_commands"]
 

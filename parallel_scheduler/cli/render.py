@@ -17,36 +17,17 @@ import json
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from parallel_scheduler import limits
 from parallel_scheduler.jobs import Job, decode_payload
-from parallel_scheduler.recurring_jobs import RecurringJob
+from parallel_scheduler.ranges import instant
+from parallel_scheduler.recurring.jobs import RecurringJob
 from storage_adapters import JobRecord, JobState, RecurringRecord
 
 __all__ = ["instant", "job_view", "print_listing", "print_table", "recurring_view"]
-
-
-def instant(name: str, epoch: object, problems: list[str]) -> str | None:
-    """``epoch`` as ISO 8601 UTC text; out of range or not a number: its raw text, and a
-    problem naming the field. ``None`` stays ``None``."""
-    if epoch is None:
-        return None
-    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
-        problems.append(f"{name} {epoch!r} is not a number")
-        return repr(epoch)
-    if not limits.in_range(float(epoch)):
-        problems.append(f"{name} {epoch!r} is outside the valid range")
-        return repr(epoch)
-    try:
-        return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat()
-    except (OverflowError, ValueError, OSError) as exc:
-        problems.append(f"{name} {epoch!r} cannot be shown as a date: {exc}")
-        return repr(epoch)
 
 
 def _seconds(value: object) -> object:

@@ -15,9 +15,9 @@ from typing import Any
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.options import GLOBAL_SETTINGS, add_setting_options, overrides
 from parallel_scheduler.log_format import LOG_FORMATS, configure_logging
-from parallel_scheduler.one_pass import run_one_pass
+from parallel_scheduler.process.one_pass import run_one_pass
+from parallel_scheduler.process.startup import log_start
 from parallel_scheduler.settings import RELEASE_MODES, SETTING_KINDS
-from parallel_scheduler.startup import log_start
 
 __all__ = ["add_commands"]
 

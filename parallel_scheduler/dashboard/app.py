@@ -16,9 +16,12 @@ from flask import Flask, Response, abort, g, render_template, request, session
 from werkzeug.exceptions import HTTPException
 
 from parallel_scheduler.client import Client
-from parallel_scheduler.dashboard import display, pages_jobs, pages_overview, pages_recurring
+from parallel_scheduler.dashboard import display
 from parallel_scheduler.dashboard.context import Dashboard, dashboard, viewer_zone
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
+from parallel_scheduler.dashboard.pages import jobs as pages_jobs
+from parallel_scheduler.dashboard.pages import overview as pages_overview
+from parallel_scheduler.dashboard.pages import recurring as pages_recurring
 from parallel_scheduler.dashboard.security import (
     SECURITY_HEADERS,
     BasicAuth,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.engine.retrying import call_storage
 from storage_adapters import JobQuery, JobRecord, JobState, Storage
-from storage_adapters.browse import MAX_PAGE
+from storage_adapters.checks.browse import MAX_PAGE
 
 __all__ = ["SCAN_BOUND", "JobFilter", "Page", "count_upto", "fetch_page", "matching"]
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from parallel_scheduler.jobs import display_instant
-from parallel_scheduler.limits import in_range
+from parallel_scheduler.ranges import in_range
 
 __all__ = ["duration", "in_zone", "pretty", "utc"]
 

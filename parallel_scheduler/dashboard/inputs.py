@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from markupsafe import Markup
 
-from parallel_scheduler import triggers
 from parallel_scheduler.errors import ParallelSchedulerError
-from parallel_scheduler.limits import in_range
+from parallel_scheduler.ranges import in_range
+from parallel_scheduler.recurring import triggers
 from storage_adapters import JobState
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH, validate_job_id

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from parallel_scheduler.cli.status import status_report
 from parallel_scheduler.client import Client
 from parallel_scheduler.dashboard.browse import count_upto
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.process.status_report import status_report
 from storage_adapters import JobQuery, JobState
 
 __all__ = ["CHART_MINUTES", "DUE_COUNT_BOUND", "Bar", "overview"]

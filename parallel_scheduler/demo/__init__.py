@@ -37,12 +37,12 @@ from rich.table import Table
 
 from parallel_scheduler.celery.wiring import dispatcher_for, envelopes_for
 from parallel_scheduler.client import Client
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.demo.brokers import DemoBroker, demo_broker
 from parallel_scheduler.dispatchers import Dispatcher, publish_description
+from parallel_scheduler.engine.recorder import NullRecorder
 from parallel_scheduler.jobs import JobSpec
 from parallel_scheduler.opening_storage import open_storage
-from parallel_scheduler.recorder import NullRecorder
 from parallel_scheduler.settings import Settings
 from storage_adapters import ClaimedJob
 

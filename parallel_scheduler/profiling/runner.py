@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from parallel_scheduler import delayed_scheduler
+from parallel_scheduler.delayed import scheduler as delayed_scheduler
 from parallel_scheduler.profiling import probes
 from parallel_scheduler.profiling.latency_proxy import LatencyProxy
 from parallel_scheduler.profiling.options import ProfileOptions

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import storage_adapters
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
+from parallel_scheduler.engine.stats import PassStats
 from parallel_scheduler.profiling.verify import Observation, verify
 from parallel_scheduler.profiling.workload import (
     BrokerQueue,
@@ -31,7 +32,6 @@ from parallel_scheduler.profiling.workload import (
     make_jobs,
 )
 from parallel_scheduler.settings import ReleaseMode, Settings
-from parallel_scheduler.stats import PassStats
 from storage_adapters import JobState, Storage
 
 __all__ = ["PREFIX_STEM", "CellResult", "Target", "run_cell"]

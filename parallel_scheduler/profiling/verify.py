@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from parallel_scheduler.engine.stats import PassStats
 from parallel_scheduler.profiling.errors import VerificationError
-from parallel_scheduler.stats import PassStats
 from storage_adapters import JobState
 
 __all__ = ["Observation", "problems", "verify"]

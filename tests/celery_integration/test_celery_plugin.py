@@ -20,7 +20,7 @@ from celery.utils.time import maybe_make_aware
 
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
-from parallel_scheduler.limits import MAX_NESTING
+from parallel_scheduler.ranges import MAX_NESTING
 from tests.celery_integration.celery_cluster import ROOT, Cluster
 from tests.waiting import wait_until
 

@@ -1,5 +1,5 @@
 """The one place that decides how a Celery app's jobs are released: ``celery/wiring.py`` applying
-``envelopes.py``'s rules to a real storage and broker pair.
+``delayed/envelopes.py``'s rules to a real storage and broker pair.
 
 - accept-time messages: only with ``fast_publish``, only for storage that releases by script
   (Redis), and only from a publisher that can build them (the Redis-list one);
@@ -20,8 +20,8 @@ from parallel_scheduler.celery.publish.amqp import AmqpPublisher
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.celery.wiring import dispatcher_for, envelopes_for
+from parallel_scheduler.delayed.envelopes import script_release_for
 from parallel_scheduler.dispatchers import CallableDispatcher, publish_description, release_path
-from parallel_scheduler.envelopes import script_release_for
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
 from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import storage_adapters
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import Job
-from parallel_scheduler.recurring_jobs import RecurringJob
+from parallel_scheduler.recurring.jobs import RecurringJob
 from storage_adapters import NewJob, NewRecurring, Storage
 from tests.conftest import storage_url, unique_prefix
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from parallel_scheduler.cli import main
+from parallel_scheduler.engine.stats import PassStats
 from parallel_scheduler.profiling.latency_proxy import LatencyProxy
 from parallel_scheduler.profiling.report import knee_of
 from parallel_scheduler.profiling.verify import Observation, problems
-from parallel_scheduler.stats import PassStats
 from storage_adapters import ClaimedJob, JobState
 from tests.conftest import POSTGRESQL_URL, RABBITMQ_URL, REDIS_URL, require_server
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.engine.retrying import call_storage
 from storage_adapters import JobState, NewJob, Storage
 from tests.waiting import wait_until
 

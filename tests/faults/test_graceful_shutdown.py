@@ -16,8 +16,8 @@ import pytest
 import redis as redis_client
 
 from benchmarks.harness.servers import RedisServer, Server
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
-from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
+from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import JobState
 from tests.faults.conftest import DueJobs
 from tests.faults.harness import ChildProcess, Tally, counts

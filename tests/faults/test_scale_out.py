@@ -5,7 +5,7 @@ SIGKILLed, another SIGSTOPped past its lock lease and resumed, and a fifth joins
 What must hold, counted from every dispatch the processes recorded:
 
 * every delayed job is dispatched (0 lost), and what went out twice is within the documented
-  bound: one chunk (``chunk_for``) per pool thread (batch mode, delayed_scheduler.py) per process
+  bound: one chunk (``chunk_for``) per pool thread (batch mode, delayed/scheduler.py) per process
   that was killed or stalled (two of them here), nothing for the graceful hand-overs;
 * every recurring tick of the window fired, and no other: the expected ticks are computed here
   by brute force from the schedules (whole seconds walked with ``zoneinfo``), not by the code
@@ -38,7 +38,7 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import Client
-from parallel_scheduler.delayed_scheduler import chunk_for
+from parallel_scheduler.delayed.scheduler import chunk_for
 from storage_adapters import JobState, Storage, shard_of, shards_of
 from tests.conftest import made_by, redis_cluster_url, unique_prefix
 from tests.faults.harness import (

@@ -18,11 +18,11 @@ import pytest
 import redis
 
 from parallel_scheduler import CallableDispatcher, Client, JobSpec, Settings
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
-from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
-from parallel_scheduler.stats import PassStats
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
+from parallel_scheduler.engine.stats import PassStats
+from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import JobState, NewJob, Storage
-from storage_adapters.redis import RedisStorage
+from storage_adapters.redis.storage import RedisStorage
 from tests.waiting import wait_until
 
 HOUR = 3600.0

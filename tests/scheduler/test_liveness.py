@@ -25,7 +25,7 @@ from parallel_scheduler import Client, Settings, __version__
 from parallel_scheduler import instances as instances_module
 from parallel_scheduler.celery.beat import DurableScheduler
 from parallel_scheduler.cli import main
-from parallel_scheduler.instances import DEAD_AFTER_INTERVALS, Heartbeat
+from parallel_scheduler.process.liveness import DEAD_AFTER_INTERVALS, Heartbeat
 from storage_adapters import InstanceRecord, Storage
 from tests.conftest import ADAPTERS, POSTGRESQL_URL, storage_url, unique_prefix
 from tests.waiting import wait_until
@@ -238,11 +238,11 @@ def test_the_beat_scheduler_heartbeats_and_removes_itself(
     app.conf.parallel_scheduler_storage_url = store.url
     app.conf.parallel_scheduler_prefix = store.prefix
     app.conf.parallel_scheduler_heartbeat_interval = INTERVAL
-    caplog.set_level(logging.INFO, logger="parallel_scheduler.startup")
+    caplog.set_level(logging.INFO, logger="parallel_scheduler.process.startup")
     beat = DurableScheduler(app, lazy=False)
     try:
         # Then it logged the one start-up line, naming its instance id (its lock owner)
-        starts = [r for r in caplog.records if r.name == "parallel_scheduler.startup"]
+        starts = [r for r in caplog.records if r.name == "parallel_scheduler.process.startup"]
         assert len(starts) == 1 and "starting: instance" in starts[0].getMessage()
         # Then it registered as a scheduler instance, and keeps beating
         (record,) = store.storage.list_instances()
@@ -258,7 +258,7 @@ def test_status_upgrades_a_store_from_before_liveness(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a store set up by the release before the instances table, never upgraded
-    from storage_adapters import sql_tables
+    from storage_adapters.sql import tables as sql_tables
 
     url, prefix = f"sqlite:///{tmp_path / 'old.db'}", unique_prefix()
     old = storage_adapters.from_url(url, prefix=prefix)

@@ -19,11 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import storage_adapters
 from parallel_scheduler import Client, ConfigurationError, Settings
-from parallel_scheduler.delayed_scheduler import DelayedJobScheduler
+from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.dispatchers import CallableDispatcher
-from parallel_scheduler.metrics import MetricsServer, StorageCollector
-from parallel_scheduler.recorder import NULL_RECORDER
-from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.engine.recorder import NULL_RECORDER
+from parallel_scheduler.process.metrics import MetricsServer, StorageCollector
+from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import NewJob, Storage
 from tests.conftest import REDIS_URL, require_server
 from tests.waiting import wait_until

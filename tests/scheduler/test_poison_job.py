@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry
 
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobState, Settings
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
+from parallel_scheduler.delayed.envelopes import with_envelopes
+from parallel_scheduler.delayed.release import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
 from parallel_scheduler.dispatchers import (
     BatchDispatchError,
     Dispatcher,
@@ -31,12 +33,10 @@ from parallel_scheduler.dispatchers import (
     always,
     lease_lost,
 )
-from parallel_scheduler.envelopes import with_envelopes
 from parallel_scheduler.errors import UnsendableJobError
-from parallel_scheduler.metrics import PREFIX, PrometheusRecorder
-from parallel_scheduler.release import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
+from parallel_scheduler.process.metrics import PREFIX, PrometheusRecorder
 from storage_adapters import ClaimedJob, NewJob, Storage
-from storage_adapters.redis import RedisStorage
+from storage_adapters.redis.storage import RedisStorage
 from tests.conftest import REDIS_URL, require_server
 
 ORDINARY = 200

@@ -12,9 +12,9 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
-from parallel_scheduler.recurring_jobs import firing_id
-from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
-from parallel_scheduler.triggers import Schedule
+from parallel_scheduler.recurring.jobs import firing_id
+from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
+from parallel_scheduler.recurring.triggers import Schedule
 from storage_adapters import JobState, NewJob, NewRecurring, Storage
 from tests.conftest import set_up_storage, storage_url
 from tests.waiting import wait_until

@@ -19,9 +19,9 @@ import storage_adapters
 from parallel_scheduler import CallableDispatcher, Client, InvalidJobError, JobState, Settings
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import JobSpec
-from parallel_scheduler.recurring_jobs import firing_id
-from parallel_scheduler.recurring_scheduler import RecurringJobScheduler
-from parallel_scheduler.scheduler_service import SchedulerService
+from parallel_scheduler.process.service import SchedulerService
+from parallel_scheduler.recurring.jobs import firing_id
+from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import NewJob, NewRecurring, Storage
 from tests.waiting import wait_until
 

@@ -26,7 +26,7 @@ from parallel_scheduler import (
     Settings,
 )
 from storage_adapters import Storage
-from storage_adapters.postgresql import PostgreSQLStorage
+from storage_adapters.sql.postgresql import PostgreSQLStorage
 from tests.conftest import POSTGRESQL_URL
 
 pytestmark = pytest.mark.postgresql
@@ -163,7 +163,7 @@ def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_aga
     sends = Sends(end_own_session)
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
     try:
-        with caplog.at_level(logging.WARNING, logger="parallel_scheduler.release"):
+        with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.release"):
             first = s.run_once()
         assert ended == [True]
         assert first.fenced == 5 and first.released == 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.retention import LOCK_NAME, MAX_SLICE, MIN_SLICE, RetentionPurger
+from parallel_scheduler.delayed.retention import LOCK_NAME, MAX_SLICE, MIN_SLICE, RetentionPurger
 from storage_adapters import JobState, NewJob, Storage
 from tests.waiting import wait_until
 

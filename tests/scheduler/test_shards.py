@@ -24,8 +24,8 @@ import storage_adapters
 from parallel_scheduler import CallableDispatcher, Client, ConfigurationError, JobSpec, Settings
 from parallel_scheduler.cli import main
 from parallel_scheduler.opening_storage import open_storage
-from parallel_scheduler.scheduler_service import SchedulerService
-from parallel_scheduler.startup import log_start
+from parallel_scheduler.process.service import SchedulerService
+from parallel_scheduler.process.startup import log_start
 from storage_adapters import Storage
 from tests.conftest import storage_url, unique_prefix
 from tests.waiting import wait_until
@@ -344,11 +344,11 @@ def test_the_start_up_line_says_the_shards(
 ) -> None:
     service = SchedulerService(cluster.storage, CallableDispatcher(cluster.sent), cluster.settings)
     try:
-        with caplog.at_level(logging.INFO, logger="parallel_scheduler.startup"):
+        with caplog.at_level(logging.INFO, logger="parallel_scheduler.process.startup"):
             log_start(service)
     finally:
         service.close()
-    (line,) = [r for r in caplog.records if r.name == "parallel_scheduler.startup"]
+    (line,) = [r for r in caplog.records if r.name == "parallel_scheduler.process.startup"]
     assert line.getMessage().endswith(
         f", shards {SHARDS}: serving this process's share among the live schedulers"
     )

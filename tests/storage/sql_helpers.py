@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from storage_adapters import from_url, sql_tables
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sql_tables import MIGRATIONS
+from storage_adapters import from_url
+from storage_adapters.sql import tables as sql_tables
+from storage_adapters.sql.storage import SQLStorage
+from storage_adapters.sql.tables import MIGRATIONS
 from tests.conftest import storage_url, unique_prefix
 
 

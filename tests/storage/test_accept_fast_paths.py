@@ -17,7 +17,7 @@ import pytest
 
 from parallel_scheduler import Client, InvalidJobError, JobSpec
 from parallel_scheduler.jobs import check_task_name
-from parallel_scheduler.limits import MAX_INSTANT
+from parallel_scheduler.ranges import MAX_INSTANT
 from storage_adapters import NewJob, Storage, validate_job_id
 from storage_adapters.errors import InvalidArgumentError, InvalidIdentifierError, StorageError
 

@@ -22,14 +22,14 @@ from storage_adapters import (
     from_url,
     redis_browse,
 )
-from storage_adapters.redis import RedisStorage
-from storage_adapters.sql_browse_store import (
+from storage_adapters.redis.storage import RedisStorage
+from storage_adapters.sql.browse import (
     finished_counts_statement,
     page_params,
     page_statement,
 )
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sql_tables import MIGRATIONS
+from storage_adapters.sql.storage import SQLStorage
+from storage_adapters.sql.tables import MIGRATIONS
 from tests.conftest import unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze, released_before
 

@@ -5,7 +5,7 @@ The same bad input goes to every entry point that stores a call: ``Client.schedu
 above-threshold ``apply_async``), and the command line (``schedule``, ``recurring add``), on every
 storage. Each must be refused with the project's error naming the field, on one line (exit status
 2 on the command line, no traceback), and nothing may be stored. The limits are the documented
-ones (``parallel_scheduler.limits``): nesting, listing pages; ids that cannot exist are simply not
+ones (``parallel_scheduler.ranges``): nesting, listing pages; ids that cannot exist are simply not
 found, on every backend alike.
 """
 
@@ -25,7 +25,7 @@ import storage_adapters
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard.inputs import zone_names
-from parallel_scheduler.limits import MAX_NESTING, MAX_PAGE
+from parallel_scheduler.ranges import MAX_NESTING, MAX_PAGE
 from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError
 from tests.conftest import set_up_storage, storage_url
 

@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from storage_adapters import InstanceRecord, StorageError
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sql_tables import MIGRATIONS, build_tables
+from storage_adapters.sql.storage import SQLStorage
+from storage_adapters.sql.tables import MIGRATIONS, build_tables
 from tests.storage.sql_helpers import released_before
 
 INSTANCES_STEP = next(m.version for m in MIGRATIONS if "instances" in m.description)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from storage_adapters import from_url
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sqlite import SQLiteStorage
+from storage_adapters.sql.sqlite import SQLiteStorage
+from storage_adapters.sql.storage import SQLStorage
 from tests.conftest import storage_url, unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
 

@@ -16,7 +16,7 @@ import pytest
 from redis.cluster import ClusterNode, RedisCluster
 
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
-from parallel_scheduler.envelopes import script_release_for, stores_envelopes
+from parallel_scheduler.delayed.envelopes import script_release_for, stores_envelopes
 from storage_adapters import (
     InvalidStorageURLError,
     JobState,
@@ -27,7 +27,7 @@ from storage_adapters import (
     StorageUnavailableError,
     from_url,
 )
-from storage_adapters.redis import RedisStorage
+from storage_adapters.redis.storage import RedisStorage
 from tests.celery_apps import worker_app
 from tests.conftest import (
     REDIS_URL,

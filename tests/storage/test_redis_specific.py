@@ -26,7 +26,7 @@ from storage_adapters import (
     StorageError,
     StorageUnavailableError,
 )
-from storage_adapters.redis import RedisStorage
+from storage_adapters.redis.storage import RedisStorage
 from tests.conftest import REDIS_URL, require_server, unique_prefix
 
 pytestmark = pytest.mark.redis

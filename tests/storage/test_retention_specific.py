@@ -10,11 +10,11 @@ import pytest
 import sqlalchemy as sa
 
 from storage_adapters import JobState, NewJob, Storage
-from storage_adapters.postgresql import DUE_SCAN_SETTINGS
-from storage_adapters.redis import RedisStorage
-from storage_adapters.sql_retention_store import purge_statement
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sqlite import SQLiteStorage
+from storage_adapters.redis.storage import RedisStorage
+from storage_adapters.sql.postgresql import DUE_SCAN_SETTINGS
+from storage_adapters.sql.retention import purge_statement
+from storage_adapters.sql.sqlite import SQLiteStorage
+from storage_adapters.sql.storage import SQLStorage
 from tests.conftest import unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.waiting import wait_until

@@ -33,10 +33,10 @@ from storage_adapters import (
     from_url,
     sql_tables,
 )
-from storage_adapters.postgresql import PostgreSQLStorage
-from storage_adapters.sql_storage import SQLStorage
-from storage_adapters.sql_tables import MIGRATIONS, build_tables
-from storage_adapters.sqlite import SQLiteStorage
+from storage_adapters.sql.postgresql import PostgreSQLStorage
+from storage_adapters.sql.sqlite import SQLiteStorage
+from storage_adapters.sql.storage import SQLStorage
+from storage_adapters.sql.tables import MIGRATIONS, build_tables
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together

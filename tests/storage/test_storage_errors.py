@@ -28,7 +28,7 @@ from storage_adapters.permanent import dns_problem, postgresql_problem
 from tests.conftest import IN_CI, POSTGRESQL_URL, REDIS_URL, require_server
 
 SECRET = "s3cret-xyz"
-RETRY_LOGGER = "parallel_scheduler.retrying"
+RETRY_LOGGER = "parallel_scheduler.engine.retrying"
 
 
 def _with(

@@ -21,7 +21,7 @@ from storage_adapters import (
     TransactionalReleaseStorage,
     from_url,
 )
-from storage_adapters.postgresql import PostgreSQLStorage
+from storage_adapters.sql.postgresql import PostgreSQLStorage
 from tests.conftest import POSTGRESQL_URL
 
 pytestmark = pytest.mark.postgresql

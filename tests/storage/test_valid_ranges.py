@@ -25,7 +25,7 @@ import parallel_scheduler.celery
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import display_instant
-from parallel_scheduler.limits import MAX_INSTANT, MIN_INSTANT
+from parallel_scheduler.ranges import MAX_INSTANT, MIN_INSTANT
 from storage_adapters import NewJob, Storage
 from tests.conftest import set_up_storage, storage_url
 

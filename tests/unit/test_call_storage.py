@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from parallel_scheduler.retrying import call_storage
+from parallel_scheduler.engine.retrying import call_storage
 from storage_adapters import StorageConfigurationError, StorageUnavailableError
 
-RETRY_LOGGER = "parallel_scheduler.retrying"
+RETRY_LOGGER = "parallel_scheduler.engine.retrying"
 
 
 def retry_lines(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 import parallel_scheduler
 import parallel_scheduler.celery
-from parallel_scheduler.envelopes import decode_envelope, encode_envelope, release_facts
+from parallel_scheduler.delayed.envelopes import decode_envelope, encode_envelope, release_facts
 from parallel_scheduler.jobs import JobSpec
 
 WING = sorted(
@@ -49,8 +49,9 @@ def test_the_core_loads_neither_celery_nor_the_wing() -> None:
     loaded = json.loads(
         _fresh(
             "import json, sys\n"
-            "import parallel_scheduler, parallel_scheduler.client, parallel_scheduler.envelopes\n"
-            "import parallel_scheduler.scheduler_service, parallel_scheduler.one_pass\n"
+            "import parallel_scheduler, parallel_scheduler.client\n"
+            "import parallel_scheduler.delayed.envelopes\n"
+            "import parallel_scheduler.process.service, parallel_scheduler.process.one_pass\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('celery', 'kombu', 'amqp') or m.startswith('parallel_scheduler.celery'))))"
         )

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parallel_scheduler.triggers import Schedule, next_tick, plan_firing
+from parallel_scheduler.recurring.triggers import Schedule, next_tick, plan_firing
 
 ZONES = [
     "Europe/Berlin",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from storage_adapters import InvalidIdentifierError, validate_job_id
-from storage_adapters.instance_checks import MAX_INSTANCE_ID_LENGTH, check_instance_id
+from storage_adapters.checks.instances import MAX_INSTANCE_ID_LENGTH, check_instance_id
 from storage_adapters.records import MAX_JOB_ID_LENGTH
 
 

@@ -13,7 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 import storage_adapters
-from parallel_scheduler.metrics import PrometheusRecorder, StorageCollector
+from parallel_scheduler.process.metrics import PrometheusRecorder, StorageCollector
 
 MONITORING = Path(__file__).resolve().parents[2] / "examples" / "monitoring"
 METRIC = re.compile(r"\bparallel_scheduler_[a-z_]+")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from parallel_scheduler.recurring_history import (
+from parallel_scheduler.recurring.history import (
     HISTORY_LIMIT,
     RecentFiring,
     add_history,

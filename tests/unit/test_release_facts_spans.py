@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parallel_scheduler import JobSpec
-from parallel_scheduler.envelopes import release_facts
+from parallel_scheduler.delayed.envelopes import release_facts
 
 _SCALARS = (
     st.none()

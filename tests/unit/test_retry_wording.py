@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from parallel_scheduler.retrying import call_dispatcher
+from parallel_scheduler.engine.retrying import call_dispatcher
 
 
 def _unused_port() -> int:
@@ -24,10 +24,11 @@ def test_send_retry_warning_names_what_failed_in_words(caplog: pytest.LogCapture
     def send() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
-    caplog.set_level(logging.WARNING, logger="parallel_scheduler.retrying")
+    caplog.set_level(logging.WARNING, logger="parallel_scheduler.engine.retrying")
     with pytest.raises(ConnectionRefusedError):
         call_dispatcher(send, attempts=2, what="sending 3 job(s) to the broker")
-    lines = [r.getMessage() for r in caplog.records if r.name == "parallel_scheduler.retrying"]
+    logger = "parallel_scheduler.engine.retrying"
+    lines = [r.getMessage() for r in caplog.records if r.name == logger]
     assert len(lines) == 1, lines
     assert lines[0].startswith("sending 3 job(s) to the broker failed (ConnectionRefusedError:")
     assert "retrying in" in lines[0]

@@ -1,4 +1,4 @@
-"""Shard assignment (``shard_assignment.py``): fair, deterministic, stable, and a join or a
+"""Shard assignment (``process/shard_assignment.py``): fair, deterministic, stable, and a join or a
 leave moves close to the unavoidable minimum, checked against brute force for many (S, N)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parallel_scheduler import Settings
-from parallel_scheduler.shard_assignment import (
+from parallel_scheduler.process.shard_assignment import (
     ShardAssignment,
     assign,
     describe_shards,

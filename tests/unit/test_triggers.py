@@ -17,7 +17,12 @@ from datetime import datetime
 import pytest
 
 from parallel_scheduler import InvalidJobError
-from parallel_scheduler.triggers import MISSED_COUNT_LIMIT, Schedule, next_tick, plan_firing
+from parallel_scheduler.recurring.triggers import (
+    MISSED_COUNT_LIMIT,
+    Schedule,
+    next_tick,
+    plan_firing,
+)
 
 
 def utc(text: str) -> float:

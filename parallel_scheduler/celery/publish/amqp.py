@@ -54,8 +54,8 @@ from parallel_scheduler.celery.publish.message_template import (
     origin,
 )
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.delayed.envelopes import ReleaseFacts, release_facts
 from parallel_scheduler.dispatchers import BatchDispatchError, KeepGoing, always
-from parallel_scheduler.envelopes import ReleaseFacts, release_facts
 from parallel_scheduler.errors import (
     ConfigurationError,
     DispatchError,

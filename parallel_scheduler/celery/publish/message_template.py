@@ -18,7 +18,7 @@ from typing import Any
 from celery.utils.functional import maybe_list
 
 from parallel_scheduler.celery.publish.send_task import celery_options
-from parallel_scheduler.envelopes import ReleaseFacts, compact_json
+from parallel_scheduler.delayed.envelopes import ReleaseFacts, compact_json
 
 __all__ = [
     "REPR_LIMIT",

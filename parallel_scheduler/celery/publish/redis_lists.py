@@ -40,18 +40,18 @@ from parallel_scheduler.celery.publish.message_template import (
 from parallel_scheduler.celery.publish.message_template import dumps as _dumps
 from parallel_scheduler.celery.publish.message_template import short_repr as _short_repr
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.delayed.envelopes import (
+    ReleaseFacts,
+    decode_envelope,
+    encode_envelope,
+    release_facts,
+)
 from parallel_scheduler.dispatchers import (
     BatchDispatchError,
     KeepGoing,
     always,
     decode_for_send,
     lease_lost,
-)
-from parallel_scheduler.envelopes import (
-    ReleaseFacts,
-    decode_envelope,
-    encode_envelope,
-    release_facts,
 )
 from parallel_scheduler.errors import ConfigurationError
 from storage_adapters import ClaimedJob, NewJob

@@ -17,7 +17,7 @@ from storage_adapters import (
     shard_of,
     shards_of,
 )
-from storage_adapters.retention import PURGEABLE_STATES
+from storage_adapters.checks.retention import PURGEABLE_STATES
 from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"

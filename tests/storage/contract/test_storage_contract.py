@@ -162,7 +162,7 @@ def test_a_due_time_that_is_not_a_finite_number_is_refused(
 
 def test_any_finite_due_time_is_kept_exactly_and_every_read_survives_it(storage: Storage) -> None:
     # The storage is a leaf and keeps what it is given; the documented range is the core's
-    # (parallel_scheduler.limits), so rows from before that check (or out of it) must still read.
+    # (parallel_scheduler.ranges), so rows from before that check (or out of it) must still read.
     # Given jobs due far outside the years a date can show, and an ordinary one
     now = storage.now()
     storage.add_jobs([job("far", 1e20), job("early", -1e12), job("now", now)])

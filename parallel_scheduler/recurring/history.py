@@ -1,0 +1,104 @@
+"""A recurring job's runs as stored with it: its recent firings (scheduled ticks and manual
+triggers alike) and its last run, kept so that a trigger counts as a run without moving a tick.
+
+The history is JSON text the schedulers and triggers write and storage only keeps: a list of
+``{"tick": <epoch seconds>, "job_id": <firing job id>}``, a trigger's entry also carrying
+``"trigger": true``, oldest first, the newest ``HISTORY_LIMIT`` kept. Rows written before
+triggers were recorded have no trigger entries and read the same. Reading never fails: an entry
+this version cannot use is shown with what it lacks left empty.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from parallel_scheduler.jobs import utc_datetime
+from parallel_scheduler.ranges import in_range
+
+__all__ = [
+    "HISTORY_LIMIT",
+    "RecentFiring",
+    "add_history",
+    "later_run",
+    "read_history",
+    "recent_firings",
+]
+
+HISTORY_LIMIT = 20  # recent firings kept per recurring job
+
+
+def read_history(history: str, problems: list[str]) -> list[dict[str, Any]]:
+    """The stored entries; unreadable text, or a list of something else: none, and a problem."""
+    try:
+        entries = json.loads(history or "[]")
+    except ValueError as exc:
+        problems.append(f"history is unreadable ({exc})")
+        return []
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        problems.append("history is not a list of firings")
+        return []
+    return entries
+
+
+def add_history(
+    history: str, entries: Sequence[tuple[float, str]], *, trigger: bool = False
+) -> str:
+    """The history JSON with ``entries`` (instant, job id) appended, marked as triggers when
+    ``trigger``, the oldest dropped. An unreadable history is started afresh, so a row spoiled
+    by hand can still fire and be triggered."""
+    mark = {"trigger": True} if trigger else {}
+    added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
+    kept = read_history(history, []) + added
+    return json.dumps(kept[-HISTORY_LIMIT:], separators=(",", ":"))
+
+
+def later_run(stored: float | None, at: float) -> float:
+    """The last run once a run at ``at`` is added: the later of the two, so a scheduled tick
+    fired after a trigger (or a missed tick caught up) never moves the last run back. A stored
+    value outside the valid range is replaced."""
+    if isinstance(stored, (int, float)) and not isinstance(stored, bool) and in_range(stored):
+        return max(at, float(stored))
+    return at
+
+
+@dataclass(frozen=True)
+class RecentFiring:
+    """One firing as shown: its job, the instant it was for, and whether a trigger made it."""
+
+    job_id: str | None
+    at: datetime | None
+    trigger: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "at": self.at.isoformat() if self.at else None,
+            "trigger": self.trigger,
+        }
+
+    def describe(self) -> str:
+        """The job id, ``(triggered)`` after a trigger's: for text listings."""
+        shown = self.job_id if self.job_id is not None else "?"
+        return f"{shown} (triggered)" if self.trigger else shown
+
+
+def _firing(entry: dict[str, Any]) -> RecentFiring:
+    job_id = entry.get("job_id")
+    tick = entry.get("tick")
+    at = None
+    if isinstance(tick, (int, float)) and not isinstance(tick, bool) and in_range(tick):
+        at = utc_datetime(tick)
+    return RecentFiring(
+        job_id=job_id if isinstance(job_id, str) else None,
+        at=at,
+        trigger=entry.get("trigger") is True,
+    )
+
+
+def recent_firings(entries: Sequence[dict[str, Any]]) -> list[RecentFiring]:
+    """The entries as shown, newest first."""
+    return [_firing(entry) for entry in reversed(entries)]

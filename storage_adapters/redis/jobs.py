@@ -1,0 +1,101 @@
+"""The job-reading part of the ``Storage`` contract (``JobStore``: get, list, cancel, reschedule,
+count) for ``RedisStorage`` to inherit, and how numbers travel to the scripts.
+
+Accepting jobs (``add_jobs``) stays with ``RedisStorage``: its job encoding is shared with firing
+recurring jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from storage_adapters.checks.lookups import names_no_job
+from storage_adapters.checks.values import (
+    epoch_seconds,
+    non_negative_offset,
+    positive_count,
+    positive_seconds,
+    stored_seconds,
+)
+from storage_adapters.records import JobRecord, JobState
+from storage_adapters.redis.host import RedisHost
+
+__all__ = ["RedisJobs", "float_arg", "lease_arg"]
+
+_JOB_FIELDS = [
+    "task",
+    "payload",
+    "due_at",
+    "state",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "last_error",
+]
+
+
+def float_arg(name: str, value: float, *, positive: bool = False) -> str:
+    """``repr`` round-trips exactly, so the scripts parse the very double the caller passed."""
+    return repr(positive_seconds(name, value) if positive else epoch_seconds(name, value))
+
+
+def lease_arg(value: float) -> str:
+    return float_arg("lease", value, positive=True)
+
+
+def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
+    task, payload, due_at, state, attempts, created_at, updated_at, last_error = fields
+    return JobRecord(
+        id=job_id,
+        task=task,
+        payload=payload,
+        due_at=stored_seconds(due_at),
+        state=JobState(state),
+        attempts=int(attempts),
+        created_at=stored_seconds(created_at),
+        updated_at=stored_seconds(updated_at),
+        last_error=last_error,
+    )
+
+
+class RedisJobs(RedisHost):
+    """Read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        if names_no_job(job_id):
+            return None
+        with self._talking() as client:
+            fields = client.hmget(self._key(f"job:{job_id}"), _JOB_FIELDS)
+        return _record(job_id, fields) if fields[0] is not None else None
+
+    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
+        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
+        index = self._key("all") if state is None else self._state_key(JobState(state))
+        args: list[str | int] = [self._key("job:"), offset, last]
+        return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
+
+    def cancel(self, job_id: str) -> bool:
+        if names_no_job(job_id):
+            return False
+        keys = [
+            self._key("schedule"),
+            self._state_key(JobState.CANCELLED),
+            self._finished_key(JobState.CANCELLED),
+        ]
+        return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
+
+    def reschedule(self, job_id: str, due_at: float) -> bool:
+        keys = [self._key("schedule"), self._key("all"), self._state_key(JobState.FAILED)]
+        args = [self._key("job:"), job_id, float_arg("due_at", due_at)]
+        if names_no_job(job_id):
+            return False
+        return bool(self._run("reschedule", keys, args))
+
+    def count_by_state(self) -> dict[JobState, int]:
+        with self._talking() as client:
+            pipe = client.pipeline(transaction=True)
+            for state in JobState:
+                pipe.zcard(self._state_key(state))
+            counts = pipe.execute()
+        return {state: int(n) for state, n in zip(JobState, counts, strict=True)}

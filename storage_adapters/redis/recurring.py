@@ -1,0 +1,233 @@
+"""Recurring jobs on Redis: the part of ``RedisStorage`` that keeps schedules and fires them.
+
+A mixin, kept apart so ``storage.py`` stays about one-off jobs; it uses the host's plumbing (keys,
+scripts, error mapping). Every method is one round trip, and every multi-key step one script.
+
+Keys: ``rec:<id>`` (hash; ``next_run_at`` and ``last_run_at`` are ``''`` for none, ``enabled`` is
+``'1'`` or ``'0'``), ``rec_ids`` (every id with score 0, so ranks are in id order) and ``rec_due``
+(by ``next_run_at``: exactly the enabled ones that have a next run, so due ones are a range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from storage_adapters.checks.lookups import names_no_job
+from storage_adapters.checks.values import (
+    check_firing,
+    check_manual_firing,
+    check_new_recurring,
+    check_save_mode,
+    epoch_seconds,
+    flag,
+    non_negative_offset,
+    positive_count,
+)
+from storage_adapters.errors import RecordExistsError, RecordNotFoundError
+from storage_adapters.records import (
+    Firing,
+    LockLease,
+    ManualFiring,
+    NewJob,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
+)
+
+__all__ = ["RECURRING_SCRIPTS", "RedisRecurring"]
+
+#: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
+RECURRING_SCRIPTS = (
+    "save_recurring",
+    "set_recurring_enabled",
+    "remove_recurring",
+    "fire_recurring",
+    "trigger_recurring",
+    "due_recurring",
+    "list_recurring",
+)
+# The order of recurring_rows in lua/_common.lua.
+_RECURRING_FIELDS = [
+    "task",
+    "payload",
+    "schedule",
+    "enabled",
+    "next_run_at",
+    "last_run_at",
+    "history",
+    "version",
+    "created_at",
+    "updated_at",
+]
+# save_recurring's error replies: the mode forbade the write, and nothing was written.
+_SAVE_REFUSALS: dict[str, tuple[type[KeyError], str]] = {
+    "RECURRING_EXISTS": (RecordExistsError, "already exists"),
+    "RECURRING_MISSING": (RecordNotFoundError, "does not exist"),
+}
+
+
+def _time_arg(name: str, value: float | None) -> str:
+    """``''`` stands for "no time"; ``repr`` round-trips, so the hash keeps the caller's double."""
+    return "" if value is None else repr(epoch_seconds(name, value))
+
+
+def _optional_time(value: str) -> float | None:
+    return float(value) if value else None
+
+
+def _flag(name: str, value: bool) -> str:
+    return "1" if flag(name, value) else "0"
+
+
+def _check_recurring(recurring: NewRecurring, mode: str) -> None:
+    """Refuse bad input before the script runs, so a refused save writes nothing."""
+    check_save_mode(mode)
+    check_new_recurring(recurring)
+
+
+def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
+    (task, payload, schedule, enabled, next_run_at, last_run_at, history, version, created_at,
+     updated_at) = fields  # fmt: skip
+    return RecurringRecord(
+        id=recurring_id,
+        task=task,
+        payload=payload,
+        schedule=schedule,
+        enabled=enabled == "1",
+        next_run_at=_optional_time(next_run_at),
+        last_run_at=_optional_time(last_run_at),
+        history=history,
+        version=int(version),
+        created_at=float(created_at),
+        updated_at=float(updated_at),
+    )
+
+
+class RedisRecurring:
+    """The recurring-jobs methods of the ``Storage`` contract, for ``RedisStorage`` to inherit."""
+
+    if TYPE_CHECKING:  # provided by RedisStorage
+
+        def _call(
+            self, client: Any, script: str, keys: Sequence[str], args: Sequence[str | int]
+        ) -> Any: ...
+
+        def _key(self, rest: str) -> str: ...
+
+        def _talking(self) -> AbstractContextManager[Any]: ...
+
+        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
+
+        def _job_args(self, jobs: Sequence[NewJob]) -> list[str]: ...
+
+        def _job_keys(self) -> list[str]: ...
+
+    def _recurring_key(self, recurring_id: str) -> str:
+        return self._key(f"rec:{recurring_id}")
+
+    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
+        _check_recurring(recurring, mode)
+        rid = recurring.id
+        keys = [self._recurring_key(rid), self._key("rec_ids"), self._key("rec_due")]
+        args = [
+            mode,
+            rid,
+            recurring.task,
+            recurring.payload,
+            recurring.schedule,
+            _flag("enabled", recurring.enabled),
+            _time_arg("next_run_at", recurring.next_run_at),
+        ]
+        with self._talking() as client:
+            try:
+                created = self._call(client, "save_recurring", keys, args)
+            except redis.ResponseError as exc:
+                refusal = _SAVE_REFUSALS.get(str(exc))
+                if refusal is None:
+                    raise
+                error, problem = refusal
+                raise error(f"recurring job {rid!r} {problem}") from None
+        return bool(created)
+
+    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        if names_no_job(recurring_id):
+            return None
+        with self._talking() as client:
+            fields = client.hmget(self._recurring_key(recurring_id), _RECURRING_FIELDS)
+        return _record(recurring_id, fields) if fields[0] is not None else None
+
+    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
+        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
+        args: list[str | int] = [self._key("rec:"), offset, last]
+        rows = self._run("list_recurring", [self._key("rec_ids")], args)
+        return [_record(row[0], row[1:]) for row in rows]
+
+    def remove_recurring(self, recurring_id: str) -> bool:
+        if names_no_job(recurring_id):
+            return False
+        keys = [self._recurring_key(recurring_id), self._key("rec_ids"), self._key("rec_due")]
+        return bool(self._run("remove_recurring", keys, [recurring_id]))
+
+    def set_recurring_enabled(
+        self, recurring_id: str, enabled: bool, next_run_at: float | None
+    ) -> bool:
+        keys = [self._recurring_key(recurring_id), self._key("rec_due")]
+        args = [recurring_id, _flag("enabled", enabled), _time_arg("next_run_at", next_run_at)]
+        if names_no_job(recurring_id):
+            return False
+        return bool(self._run("set_recurring_enabled", keys, args))
+
+    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+        args: list[str | int] = [self._key("rec:"), positive_count("limit", limit)]
+        rows = self._run("due_recurring", [self._key("rec_due")], args)
+        return [_record(row[0], row[1:]) for row in rows]
+
+    def next_recurring_at(self) -> float | None:
+        with self._talking() as client:  # the due index holds exactly the enabled ones
+            first = client.zrange(self._key("rec_due"), 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
+
+    def fire_recurring(
+        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
+    ) -> list[bool] | None:
+        check_firing(version, firing)
+        keys = [
+            self._key(f"lock:{lock.name}"),
+            self._recurring_key(recurring_id),
+            self._key("rec_due"),
+            *self._job_keys(),
+        ]
+        args = [
+            lock.owner,
+            str(lock.token),
+            str(version),
+            recurring_id,
+            _time_arg("next_run_at", firing.next_run_at),
+            _time_arg("last_run_at", firing.last_run_at),
+            firing.history,
+            *self._job_args(firing.jobs),
+        ]
+        stored = self._run("fire_recurring", keys, args)
+        return None if stored is None else [bool(flag) for flag in stored]
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        check_manual_firing(version, firing)
+        keys = [self._recurring_key(recurring_id), *self._job_keys()]
+        args = [
+            str(version),
+            _time_arg("last_run_at", firing.last_run_at),
+            firing.history,
+            *self._job_args((firing.job,)),
+        ]
+        stored = self._run("trigger_recurring", keys, args)
+        return None if stored is None else bool(stored)
+
+    def count_recurring(self) -> int:
+        with self._talking() as client:
+            return int(client.zcard(self._key("rec_ids")))

@@ -1,0 +1,72 @@
+"""Recurring jobs in the SQL adapters: the input checks and row mapping behind ``SQLStorage``'s
+recurring methods, apart from it so that module stays about plumbing and the job life cycle.
+
+Every check runs before anything is written, so a bad save or firing is refused whole, the same
+way ``check_new_jobs`` refuses a bad batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Row
+
+from storage_adapters.checks.values import check_firing, check_manual_firing, check_new_recurring
+from storage_adapters.records import Firing, ManualFiring, NewRecurring, RecurringRecord
+
+__all__ = ["firing_params", "recurring_record", "save_params", "trigger_params"]
+
+
+def save_params(recurring: NewRecurring) -> dict[str, Any]:
+    """The bound parameters of ``Statements.save_recurring``, from a checked ``recurring``."""
+    check_new_recurring(recurring)
+    return {
+        "recurring_id": recurring.id,
+        "new_task": recurring.task,
+        "new_payload": recurring.payload,
+        "new_schedule": recurring.schedule,
+        "new_enabled": recurring.enabled,
+        "new_next_run_at": recurring.next_run_at,
+    }
+
+
+def firing_params(recurring_id: str, version: int, firing: Firing) -> dict[str, Any]:
+    """The bound parameters of ``Statements.fire_recurring`` (but the lock's), with
+    ``firing.jobs`` checked as ``add_jobs`` checks them."""
+    check_firing(version, firing)
+    return {
+        "recurring_id": recurring_id,
+        "expected_version": version,
+        "new_next_run_at": firing.next_run_at,
+        "new_last_run_at": firing.last_run_at,
+        "new_history": firing.history,
+    }
+
+
+def trigger_params(recurring_id: str, version: int, firing: ManualFiring) -> dict[str, Any]:
+    """The bound parameters of ``Statements.trigger_recurring``, with ``firing.job`` checked as
+    ``add_jobs`` checks it."""
+    check_manual_firing(version, firing)
+    return {
+        "recurring_id": recurring_id,
+        "expected_version": version,
+        "new_last_run_at": firing.last_run_at,
+        "new_history": firing.history,
+    }
+
+
+def recurring_record(row: Row[Any]) -> RecurringRecord:
+    """A row of ``RECURRING_FIELDS`` (SQLAlchemy's ``Boolean`` turns SQLite's 0/1 into a bool)."""
+    return RecurringRecord(
+        id=row.id,
+        task=row.task,
+        payload=row.payload,
+        schedule=row.schedule,
+        enabled=row.enabled,
+        next_run_at=None if row.next_run_at is None else float(row.next_run_at),
+        last_run_at=None if row.last_run_at is None else float(row.last_run_at),
+        history=row.history,
+        version=int(row.version),
+        created_at=float(row.created_at),
+        updated_at=float(row.updated_at),
+    )

@@ -1,0 +1,315 @@
+"""The SQL schema of one prefix: Core table objects for queries, versioned migrations to build it.
+
+Two views of the schema live here on purpose. ``build_tables`` describes the *latest* shape, for
+building statements. ``MIGRATIONS`` is the history: each step is frozen DDL that is never edited
+once released, so a database created by any earlier version upgrades by replaying the steps it
+has not seen, recorded one row per step in ``{prefix}_schema_version``. A test checks that the
+migrated database and ``build_tables`` agree.
+
+Only the due-time indexes differ between the dialects. PostgreSQL gets partial indexes holding just
+the scheduled jobs and the enabled recurring jobs that have a next run, which stay small however
+many finished jobs or paused and ended recurring jobs the tables keep; SQLite's planner is weaker at
+choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state`` (``enabled``) first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from storage_adapters.checks.instances import (
+    MAX_HOST_LENGTH,
+    MAX_INSTANCE_ID_LENGTH,
+    MAX_VERSION_LENGTH,
+)
+from storage_adapters.errors import StorageError
+from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
+
+__all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
+
+MAX_LOCK_NAME_LENGTH = 100
+MAX_META_NAME_LENGTH = 100
+#: The schema version that added the ``meta`` table (the recorded shard count).
+META_SINCE = 7
+STATE_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables of one prefix, bound to their own ``MetaData`` so prefixes never mix."""
+
+    jobs: sa.Table
+    locks: sa.Table
+    recurring: sa.Table
+    schema_version: sa.Table
+    instances: sa.Table
+    meta: sa.Table
+
+
+def build_tables(prefix: str) -> Tables:
+    """The latest schema under ``prefix``, which ``validate_prefix`` makes a safe identifier."""
+    validate_prefix(prefix)
+    metadata = sa.MetaData()
+    jobs = sa.Table(
+        f"{prefix}_jobs",
+        metadata,
+        sa.Column("id", sa.String(MAX_JOB_ID_LENGTH), primary_key=True),
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("due_at", sa.Double, nullable=False),
+        sa.Column("state", sa.String(STATE_LENGTH), nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+        sa.Column("updated_at", sa.Double, nullable=False),
+        sa.Column("claim_token", sa.BigInteger, nullable=True),
+        sa.Column("lease_until", sa.Double, nullable=True),
+        sa.Column("last_error", sa.Text, nullable=True),
+        # filled when the client is given an envelope maker (``Client(envelopes=...)``); the
+        # Celery integration gives one only with Redis storage, where it pays off (see
+        # ``parallel_scheduler/delayed/envelopes.py``, ``stores_envelopes``)
+        sa.Column("envelope", sa.Text, nullable=True),
+    )
+    locks = sa.Table(
+        f"{prefix}_locks",
+        metadata,
+        sa.Column("name", sa.String(MAX_LOCK_NAME_LENGTH), primary_key=True),
+        sa.Column("owner", sa.Text, nullable=False),
+        sa.Column("token", sa.BigInteger, nullable=False),
+        sa.Column("expires_at", sa.Double, nullable=False),
+    )
+    recurring = sa.Table(
+        f"{prefix}_recurring",
+        metadata,
+        sa.Column("id", sa.String(MAX_JOB_ID_LENGTH), primary_key=True),
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("schedule", sa.Text, nullable=False),
+        sa.Column("enabled", sa.Boolean, nullable=False),
+        sa.Column("next_run_at", sa.Double, nullable=True),
+        sa.Column("last_run_at", sa.Double, nullable=True),
+        sa.Column("history", sa.Text, nullable=False),
+        sa.Column("version", sa.BigInteger, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+        sa.Column("updated_at", sa.Double, nullable=False),
+    )
+    schema_version = sa.Table(
+        f"{prefix}_schema_version",
+        metadata,
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("description", sa.Text, nullable=False),
+        sa.Column("applied_at", sa.Double, nullable=False),
+    )
+    instances = sa.Table(
+        f"{prefix}_instances",
+        metadata,
+        sa.Column("id", sa.String(MAX_INSTANCE_ID_LENGTH), primary_key=True),
+        sa.Column("host", sa.String(MAX_HOST_LENGTH), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("version", sa.String(MAX_VERSION_LENGTH), nullable=False),
+        sa.Column("started_at", sa.Double, nullable=False),
+        sa.Column("heartbeat_at", sa.Double, nullable=False),
+        sa.Column("details", sa.Text, nullable=False),
+    )
+    meta = sa.Table(
+        f"{prefix}_meta",
+        metadata,
+        sa.Column("name", sa.String(MAX_META_NAME_LENGTH), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
+    )
+    return Tables(
+        jobs=jobs,
+        locks=locks,
+        recurring=recurring,
+        schema_version=schema_version,
+        instances=instances,
+        meta=meta,
+    )
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One released schema step. ``statements`` yields DDL for a prefix and a dialect name."""
+
+    version: int
+    description: str
+    statements: Callable[[str, str], list[str]]
+
+
+def _v1_initial(p: str, dialect: str) -> list[str]:
+    due_index = (
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_due ON {p}_jobs (due_at, id) "
+        "WHERE state = 'scheduled'"
+        if dialect == "postgresql"
+        else f"CREATE INDEX IF NOT EXISTS {p}_jobs_due ON {p}_jobs (state, due_at, id)"
+    )
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_jobs (
+            id varchar({MAX_JOB_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            payload text NOT NULL,
+            due_at double precision NOT NULL,
+            state varchar({STATE_LENGTH}) NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            claim_token bigint,
+            lease_until double precision,
+            last_error text
+        )""",
+        due_index,
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_claim_lease ON {p}_jobs (lease_until) "
+        "WHERE state = 'claimed'",
+        f"""CREATE TABLE IF NOT EXISTS {p}_locks (
+            name varchar({MAX_LOCK_NAME_LENGTH}) NOT NULL PRIMARY KEY,
+            owner text NOT NULL,
+            token bigint NOT NULL,
+            expires_at double precision NOT NULL
+        )""",
+    ]
+
+
+def _v2_recurring(p: str, dialect: str) -> list[str]:
+    # next_run_at <= now implies next_run_at IS NOT NULL, so PostgreSQL proves the partial index
+    # usable for the due query; ended recurring jobs (no next run) stay out of it.
+    due_index = (
+        f"CREATE INDEX IF NOT EXISTS {p}_recurring_due ON {p}_recurring (next_run_at, id) "
+        "WHERE enabled AND next_run_at IS NOT NULL"
+        if dialect == "postgresql"
+        else f"CREATE INDEX IF NOT EXISTS {p}_recurring_due "
+        f"ON {p}_recurring (enabled, next_run_at, id)"
+    )
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_recurring (
+            id varchar({MAX_JOB_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            payload text NOT NULL,
+            schedule text NOT NULL,
+            enabled boolean NOT NULL,
+            next_run_at double precision,
+            last_run_at double precision,
+            history text NOT NULL,
+            version bigint NOT NULL,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL
+        )""",
+        due_index,
+    ]
+
+
+def _v3_envelope(p: str, dialect: str) -> list[str]:
+    return [f"ALTER TABLE {p}_jobs ADD COLUMN envelope text"]
+
+
+def _v4_instances(p: str, dialect: str) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_instances (
+            id varchar({MAX_INSTANCE_ID_LENGTH}) NOT NULL PRIMARY KEY,
+            host varchar({MAX_HOST_LENGTH}) NOT NULL,
+            pid integer NOT NULL,
+            version varchar({MAX_VERSION_LENGTH}) NOT NULL,
+            started_at double precision NOT NULL,
+            heartbeat_at double precision NOT NULL,
+            details text NOT NULL
+        )""",
+        f"CREATE INDEX IF NOT EXISTS {p}_instances_heartbeat ON {p}_instances (heartbeat_at)",
+    ]
+
+
+def _v5_finished(p: str, dialect: str) -> list[str]:
+    # Retention deletes the oldest finished jobs of one state in bounded batches: this index
+    # hands them over oldest first without a scan (see sql/retention.py). On PostgreSQL it
+    # is partial, finished jobs only, else the planner may take it for the due set's reads;
+    # SQLite, which prefers whole indexes (see above), keys the due set by state first anyway.
+    finished = (
+        " WHERE state IN ('enqueued', 'cancelled', 'expired')" if dialect == "postgresql" else ""
+    )
+    return [
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_finished ON {p}_jobs (state, updated_at){finished}",
+    ]
+
+
+def _v6_browse(p: str, dialect: str) -> list[str]:
+    # The dashboard pages through jobs by (due_at, id), of one state or of all (see
+    # sql/browse.py). SQLite's due index is already (state, due_at, id) over every state.
+    # PostgreSQL's is (due_at, id) of scheduled jobs, which serves browsing them; the finished
+    # states get a partial index of their own. Claimed jobs (the few in flight) are found by
+    # their lease index and sorted: an index of their own would compete with it for the recovery
+    # of claims. So the due set's reads and the recovery keep their own small indexes.
+    by_state = (
+        [
+            f"CREATE INDEX IF NOT EXISTS {p}_jobs_state_due ON {p}_jobs (state, due_at, id) "
+            "WHERE state IN ('enqueued', 'cancelled', 'expired')"
+        ]
+        if dialect == "postgresql"
+        else []
+    )
+    return [*by_state, f"CREATE INDEX IF NOT EXISTS {p}_jobs_due_all ON {p}_jobs (due_at, id)"]
+
+
+def _v7_meta(p: str, dialect: str) -> list[str]:
+    # Facts about the store as a whole, one row each: today the shard count (see sharding.py),
+    # so a process opened with another count is refused instead of missing jobs.
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_meta (
+            name varchar({MAX_META_NAME_LENGTH}) NOT NULL PRIMARY KEY,
+            value text NOT NULL
+        )"""
+    ]
+
+
+def _v8_failed(p: str, dialect: str) -> list[str]:
+    # Jobs set aside as failed are listed for people (the errors page, ``list --state failed``):
+    # on PostgreSQL a partial index of their own, which stays as small as they are few. SQLite's
+    # due index is (state, due_at, id) over every state already.
+    if dialect != "postgresql":
+        return []
+    return [
+        f"CREATE INDEX IF NOT EXISTS {p}_jobs_failed_due ON {p}_jobs (due_at, id) "
+        "WHERE state = 'failed'"
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
+    Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
+    Migration(3, "jobs carry an optional broker message built at accept time", _v3_envelope),
+    Migration(4, "scheduler instances and their heartbeats, for liveness", _v4_instances),
+    Migration(5, "an index on state and updated_at, for purging old finished jobs", _v5_finished),
+    Migration(6, "indexes on (state, due_at, id) and (due_at, id), for browsing jobs", _v6_browse),
+    Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
+    Migration(8, "an index on (due_at, id) of failed jobs, for listing them", _v8_failed),
+)
+
+
+def migrate(conn: Connection, tables: Tables, dialect: str, now: sa.ColumnElement[float]) -> int:
+    """Apply the migrations ``conn``'s database has not seen; return the resulting version.
+
+    The caller runs this inside one transaction that it has already serialised against other
+    processes (DDL is transactional on both dialects), so a crash leaves the old version intact
+    and two processes never run the same step.
+    """
+    prefix = tables.jobs.name.removesuffix("_jobs")
+    version_table = tables.schema_version
+    conn.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {version_table.name} (version integer NOT NULL PRIMARY KEY, "
+        "description text NOT NULL, applied_at double precision NOT NULL)"
+    )
+    current = conn.execute(sa.select(sa.func.max(version_table.c.version))).scalar() or 0
+    latest = MIGRATIONS[-1].version
+    if current > latest:
+        raise StorageError(
+            f"tables under prefix {prefix!r} are at schema version {current}, newer than the "
+            f"{latest} this parallel-scheduler understands; upgrade it"
+        )
+    for step in MIGRATIONS[current:]:
+        for ddl in step.statements(prefix, dialect):
+            conn.exec_driver_sql(ddl)
+        conn.execute(
+            version_table.insert().values(
+                version=step.version, description=step.description, applied_at=now
+            )
+        )
+    return latest

@@ -69,7 +69,8 @@ class Dialect:
     bind_ids: Callable[[Sequence[str]], object]
     is_unavailable: Callable[[DBAPIError], bool]
     serialise_schema_changes: Callable[[Connection, str], None]
-    #: Run in the transaction of a read of the due set ("" for none); see sql/postgresql.py.
+    #: Run in the transaction of a read of the due set, and of a chunk's claim by ids ("" for
+    #: none); see sql/postgresql.py.
     due_scan_settings: str = ""
 
 

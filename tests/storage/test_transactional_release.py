@@ -7,6 +7,8 @@ send raising, the session ended under it) leaves the chunk exactly as it was.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -204,3 +206,40 @@ def test_a_long_burst_never_claims_with_a_generic_plan(pg: PostgreSQLStorage) ->
         generic, custom = cursor.fetchone()
     assert generic == 0
     assert custom >= 10  # the claim was prepared on the server and planned there each run
+
+
+def _reads(pg: PostgreSQLStorage) -> tuple[int, int, int]:
+    """The jobs table's rows updated and read by sequential scans, and the entries read from
+    its due index, by every session (pg_stat_user_tables and pg_stat_user_indexes)."""
+    table = f"{pg._prefix}_jobs"
+    with psycopg.connect(LIBPQ_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT t.n_tup_upd, t.seq_tup_read, i.idx_tup_read FROM pg_stat_user_tables t"
+            " JOIN pg_stat_user_indexes i ON i.relid = t.relid"
+            " WHERE t.relname = %s AND i.indexrelname = %s",
+            (table, f"{table}_due"),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def test_a_chunk_is_found_by_its_ids_on_a_table_a_burst_just_filled(pg: PostgreSQLStorage) -> None:
+    # Given a burst of 20,000 due jobs in a table no ANALYZE has seen since (as after any burst
+    # that autovacuum has not caught up with)
+    now = pg.now()
+    ids = [f"j{n:05d}" for n in range(20_000)]
+    for start in range(0, len(ids), 5000):
+        pg.add_jobs([NewJob(i, "tasks.t", "{}", now - 1) for i in ids[start : start + 5000]])
+    updated, scanned, from_due_index = _reads(pg)
+    # When one chunk of 250 of them is claimed, sent and settled, as a pool thread does
+    claims = pg.release_in_transaction(ids[:250], lock_of(pg), lambda c, s: None)
+    assert len(claims) == 250
+    # Then (once the server has counted that transaction) it found them by their primary key:
+    # no sequential scan and no walk of the due index, which read every due row per chunk and
+    # made a 1,000,000-job burst run at a third of the pace of a 50,000-job one
+    deadline = time.monotonic() + 30
+    while (now_read := _reads(pg))[0] < updated + 250:
+        assert time.monotonic() < deadline, "the server never counted the claim's updates"
+        time.sleep(0.1)
+    assert now_read[1] - scanned == 0
+    assert now_read[2] - from_due_index == 0

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 import storage_adapters  # noqa: E402
 from parallel_scheduler import Settings  # noqa: E402
-from parallel_scheduler.delayed.scheduler import CHUNK, TRANSACTION_CHUNK  # noqa: E402
+from parallel_scheduler.delayed.paths import CHUNK, TRANSACTION_CHUNK  # noqa: E402
 from storage_adapters import JobState, NewJob, Storage  # noqa: E402
 from tests.faults.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids  # noqa: E402
 from tests.faults.harness import SchedulerProcess, lock_holder_process, read_dispatches  # noqa: E402

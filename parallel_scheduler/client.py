@@ -16,7 +16,8 @@ from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError
-from parallel_scheduler.jobs import Job, JobSpec, due_time, utc_datetime
+from parallel_scheduler.job_checks import due_time
+from parallel_scheduler.jobs import Job, JobSpec, utc_datetime
 from parallel_scheduler.opening_storage import open_storage
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.jobs import RecurringJobs

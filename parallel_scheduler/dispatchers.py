@@ -21,8 +21,8 @@ __all__ = [
     "KeepGoing",
     "always",
     "decode_for_send",
+    "metrics_label",
     "publish_description",
-    "release_path",
 ]
 
 #: Asked before each job of a batch is sent; ``False`` stops the batch (see ``LeaseLost``).
@@ -86,7 +86,7 @@ class Dispatcher(Protocol):
         """
 
 
-def release_path(dispatcher: object) -> str:
+def metrics_label(dispatcher: object) -> str:
     """The metrics path label of a chunk released through ``dispatcher`` in batch mode:
     ``fast_publish`` for one that hands a chunk to the broker in one round trip (its class says
     so with ``publishes_chunks = True``), else ``batch``. Asked of the dispatcher in use, not of
@@ -100,7 +100,7 @@ def publish_description(dispatcher: object) -> str:
     round trip per chunk`` or ``CeleryDispatcher, one job at a time``."""
     how = (
         "one round trip per chunk"
-        if release_path(dispatcher) == "fast_publish"
+        if metrics_label(dispatcher) == "fast_publish"
         else "one job at a time"
     )
     return f"{type(dispatcher).__name__}, {how}"
@@ -122,7 +122,7 @@ def dispatch_each(
 class CallableDispatcher:
     """Serves any worker system: calls ``fn(task, args, kwargs, options, job_id)`` per job."""
 
-    publishes_chunks = False  # one call per job (see ``release_path``)
+    publishes_chunks = False  # one call per job (see ``metrics_label``)
 
     def __init__(self, fn: Callable[[str, list[Any], dict[str, Any], dict[str, Any], str], None]):
         self._fn = fn

@@ -26,7 +26,7 @@ from celery.schedules import crontab
 from celery.schedules import schedule as interval_schedule
 
 from parallel_scheduler.errors import ConfigurationError
-from parallel_scheduler.jobs import ROUTING_OPTIONS
+from parallel_scheduler.job_checks import ROUTING_OPTIONS
 from parallel_scheduler.recurring.jobs import RecurringJob, RecurringJobs
 
 __all__ = ["BEAT_PREFIX", "SyncReport", "recurring_id_for", "schedule_of", "sync_beat_schedule"]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from parallel_scheduler.jobs import ROUTING_OPTIONS
+from parallel_scheduler.job_checks import ROUTING_OPTIONS
 
 __all__ = ["IDENTITY_HEADERS", "carried_options", "explain", "reasons_not_to_defer"]
 

@@ -21,7 +21,7 @@ from parallel_scheduler.celery.call_options import explain
 from parallel_scheduler.celery.integration import ATTRIBUTE, CeleryIntegration, get_integration
 from parallel_scheduler.celery.revoke import hook_revoke
 from parallel_scheduler.celery.stored_retries import is_retry
-from parallel_scheduler.jobs import check_call
+from parallel_scheduler.job_checks import check_call
 from storage_adapters import StorageUnavailableError
 
 __all__ = ["install"]

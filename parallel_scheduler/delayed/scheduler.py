@@ -9,59 +9,33 @@ Any number of scheduler processes may run; the lock makes one of them active at 
 another takes over within a lease (plus a poll interval) when it dies. With shards, one such
 scheduler runs per shard, on the shard's own store and lock (see process/service.py).
 
-On PostgreSQL, ``batch`` mode takes the storage's transactional release
-(``TransactionalReleaseStorage``): the batch's ids are read in one query, and each pool thread
-claims its chunk of them (``FOR UPDATE SKIP LOCKED``: the per-job locks), sends it and
-settles it in one transaction, so a job's row is written once and no mark statement is needed;
-its chunks are ``TRANSACTION_CHUNK`` jobs (see there).
-
-What a crash or a stall can duplicate is what was sent and not yet marked Enqueued (or, in a
-chunk's transaction, not yet committed): in ``per_job`` mode one job per pool thread; in
-``batch`` mode one chunk per pool thread, since each thread settles its chunk right after
-sending it, before it takes the next. So the bound is ``max_degree_of_parallelism`` jobs, or
-``min(batch_size, max_degree_of_parallelism * chunk_for(storage))``. Jobs the one-script path moves
-(``release_to_lists``) are pushed and marked atomically: none.
+How a batch is claimed and sent is the release path chosen when the scheduler is built
+(``paths.py``): per job, batch, one script or one transaction per chunk; what a crash or a
+stall can send twice is bounded there.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 
-from parallel_scheduler.delayed.envelopes import script_release_for
-from parallel_scheduler.delayed.release import ReleaseListener, Releaser
+from parallel_scheduler.delayed.path_choice import choose_path
 from parallel_scheduler.delayed.retention import RetentionPurger
-from parallel_scheduler.dispatchers import Dispatcher, release_path
+from parallel_scheduler.delayed.sending import ReleaseListener, Releaser
+from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.recorder import record_outcomes
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.engine.stats import Outcome, PassStats
+from parallel_scheduler.engine.stats import PassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.settings import Settings
-from storage_adapters import ClaimedJob, Storage, TransactionalReleaseStorage
+from storage_adapters import Storage
 
-__all__ = ["CHUNK", "TRANSACTION_CHUNK", "DelayedJobScheduler", "chunk_for"]
+__all__ = ["DelayedJobScheduler"]
 
 logger = logging.getLogger(__name__)
-#: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
-#: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
-#: per-chunk round trips (a mark, and with ``fast_publish`` a broker push) than they gain.
-CHUNK = 50
-#: On storage that releases a chunk in one transaction (PostgreSQL) a chunk is larger: each one
-#: costs a transaction (three round trips and a commit) and a broker push, and at 50 jobs those
-#: were most of the release's time (measured, ``benchmarks/limits.py --only pg-release``: 42%
-#: of the raw limit at 50, 65-73% at 250, 75% at 500). It is also what a crash can send twice
-#: per pool thread: ``min(batch_size, max_degree_of_parallelism * 250)``, one default batch.
-TRANSACTION_CHUNK = 250
-
-
-def chunk_for(storage: Storage) -> int:
-    """Jobs a pool thread sends before it settles them, in ``batch`` mode on ``storage``."""
-    return TRANSACTION_CHUNK if isinstance(storage, TransactionalReleaseStorage) else CHUNK
 
 
 class DelayedJobScheduler(LockedScheduler[PassStats]):
@@ -95,17 +69,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             listeners,
             self.settings.max_send_attempts,
         )
-        self._script_release = script_release_for(storage, dispatcher)
-        #: Batch mode on a storage that claims, sends and settles a chunk in one transaction
-        #: (PostgreSQL): no mark per chunk, one row write per job.
-        self._in_transaction = (
-            storage
-            if self.settings.release_mode == "batch"
-            and isinstance(storage, TransactionalReleaseStorage)
-            else None
-        )
-        self._list_db: int | None = None
-        self._list_db_known = False
+        self._path = choose_path(storage, dispatcher, self.settings, self._releaser, self._pool)
         #: Deletes old finished jobs beside the passes, in a thread and under a lock of its own,
         #: from ``run_forever()`` to its end (retention.py): a pass never waits for a purge.
         self.purger = RetentionPurger(
@@ -120,7 +84,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
     @property
     def releases_by_script(self) -> bool:
         """True once a pass found storage and broker on one Redis server (envelopes.py)."""
-        return self._list_db is not None
+        return self._path.releases_by_script
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -144,63 +108,16 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
 
     def _pass(self, held: HeldLock, stats: PassStats) -> None:
         self._releaser.start_pass()
-        script = self._script_release
-        if not self._list_db_known and script is not None and self.settings.release_mode == "batch":
-            self._list_db = call_storage(script.list_db)
-            self._list_db_known = True
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         self.metrics.claims_recovered(stats.recovered)
         while self._keep_going(held) and not self._releaser.halted:
-            fetched, outcomes = self._release_batch(held)
-            stats.add_batch(fetched, outcomes)
-            if fetched < self.settings.batch_size:
+            batch = self._path.release_batch(held)
+            for label, outcomes in batch.by_label.items():
+                record_outcomes(self.metrics, label, outcomes)
+            stats.add_batch(batch.fetched, batch.outcomes)
+            if batch.fetched < self.settings.batch_size:
                 break
         self._log(stats)
-
-    def _release_batch(self, held: HeldLock) -> tuple[int, Counter[Outcome]]:
-        batch_size = self.settings.batch_size
-        if self.settings.release_mode == "per_job":
-            ids = call_storage(lambda: self.storage.fetch_due_ids(batch_size))
-            outcomes = Counter(
-                self._pool.map(lambda job_id: self._releaser.release_one(job_id, held), ids)
-            )
-            record_outcomes(self.metrics, "per_job", outcomes)
-            return len(ids), outcomes
-        if self._in_transaction is not None:
-            return self._release_in_transactions(self._in_transaction, held)
-        lease = self.settings.lock_lease
-        moved: list[ClaimedJob] = []
-        claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
-        if self._list_db is not None and self._script_release is not None:
-            db, script = self._list_db, self._script_release
-            moved, claims = call_storage(lambda: script.release(batch_size, held.lease, lease, db))
-            self._releaser.notify(moved)
-        else:
-            claims = call_storage(lambda: self.storage.claim_due(batch_size, held.lease, lease))
-        chunks = [claims[i : i + CHUNK] for i in range(0, len(claims), CHUNK)]
-        counters = self._pool.map(
-            lambda chunk: self._releaser.release_claims(chunk, held, claimed_at), chunks
-        )
-        outcomes = sum(counters, Counter[Outcome]())
-        self.metrics.released("one_script", len(moved))
-        path = release_path(self._dispatcher)
-        record_outcomes(self.metrics, path, outcomes)
-        return len(moved) + len(claims), outcomes + Counter({Outcome.RELEASED: len(moved)})
-
-    def _release_in_transactions(
-        self, storage: TransactionalReleaseStorage, held: HeldLock
-    ) -> tuple[int, Counter[Outcome]]:
-        """The batch's ids, read in one query, released a ``TRANSACTION_CHUNK`` per pool thread,
-        each chunk claimed, sent and settled in one transaction of its own (PostgreSQL)."""
-        ids = call_storage(lambda: self.storage.fetch_due_ids(self.settings.batch_size))
-        size = chunk_for(self.storage)
-        chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
-        counters = self._pool.map(
-            lambda chunk: self._releaser.release_in_transaction(storage, chunk, held), chunks
-        )
-        outcomes = sum(counters, Counter[Outcome]())
-        record_outcomes(self.metrics, release_path(self._dispatcher), outcomes)
-        return len(ids), outcomes
 
     def _made_progress(self, stats: PassStats) -> bool:
         return stats.released + stats.expired + stats.backed_off + stats.set_aside > 0

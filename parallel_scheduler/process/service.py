@@ -28,8 +28,8 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
-from parallel_scheduler.delayed.release import ReleaseListener
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
+from parallel_scheduler.delayed.sending import ReleaseListener
 from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.engine.locked_loop import LockedScheduler, default_owner
 from parallel_scheduler.engine.pool import BoundedPool

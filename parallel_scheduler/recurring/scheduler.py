@@ -19,15 +19,11 @@ from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.engine.stats import FireOutcome, FireResult, RecurringPassStats
-from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.engine.stats import RecurringPassStats
 from parallel_scheduler.log_format import pass_event
-from parallel_scheduler.ranges import check_instant
-from parallel_scheduler.recurring.history import add_history, later_run
-from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.triggers import Schedule, plan_firing
+from parallel_scheduler.recurring.firing import fire
 from parallel_scheduler.settings import Settings
-from storage_adapters import Firing, NewJob, RecurringRecord, Storage
+from storage_adapters import Storage
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 
@@ -69,7 +65,10 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))
             stats.batches += 1
             stats.fetched += len(records)
-            for result in self._pool.map(lambda record: self._fire(record, held), records):
+            for result in self._pool.map(
+                lambda record: fire(self.storage, record, held, self._clock.now, self.metrics),
+                records,
+            ):
                 stats.add(result)
             if len(records) < batch_size:
                 break
@@ -88,42 +87,6 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 stats.failed,
                 extra=pass_event(stats.as_dict()),
             )
-
-    def _fire(self, record: RecurringRecord, held: HeldLock) -> FireResult:
-        """Fire one recurring job; returns its outcome and the firing jobs it accounts for."""
-        if record.next_run_at is None or not held.valid():
-            return FireResult(FireOutcome.STALE)
-        try:
-            schedule = Schedule.from_json(record.schedule)
-            check_instant("next run", record.next_run_at)
-            plan = plan_firing(schedule, record.next_run_at, self._clock.now())
-        except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
-            # A row written by hand or before the checks: left as it is, reported, not fired.
-            logger.error("recurring job %s is unusable: %s", record.id, exc)
-            return FireResult(FireOutcome.FAILED)
-        jobs = tuple(
-            NewJob(
-                id=firing_id(record.id, tick), task=record.task, payload=record.payload, due_at=tick
-            )
-            for tick in plan.ticks
-        )
-        firing = Firing(
-            next_run_at=plan.next_run_at,
-            last_run_at=(
-                later_run(record.last_run_at, plan.ticks[-1]) if plan.ticks else record.last_run_at
-            ),
-            history=add_history(record.history, [(job.due_at, job.id) for job in jobs]),
-            jobs=jobs,
-        )
-        result = call_storage(
-            lambda: self.storage.fire_recurring(record.id, record.version, held.lease, firing)
-        )
-        if result is None:
-            return FireResult(FireOutcome.STALE)
-        created = sum(result)
-        self.metrics.fired(created)
-        self.metrics.misfires(schedule.misfire_policy, plan.missed)
-        return FireResult(FireOutcome.FIRED, created, len(result) - created, plan.missed)
 
     def _next_work_at(self) -> float | None:
         """The earliest enabled recurring job's next run, due or not, in one round trip, so an

@@ -21,7 +21,7 @@ from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.celery.wiring import dispatcher_for, envelopes_for
 from parallel_scheduler.delayed.envelopes import script_release_for
-from parallel_scheduler.dispatchers import CallableDispatcher, publish_description, release_path
+from parallel_scheduler.dispatchers import CallableDispatcher, metrics_label, publish_description
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
 from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
@@ -76,7 +76,7 @@ def test_by_default_each_broker_gets_its_fastest_publisher(
     for app, kind in ((redis_broker, RedisPublisher), (amqp_broker, AmqpPublisher)):
         fast = dispatcher_for(app, default)
         assert isinstance(fast, kind)
-        assert release_path(fast) == "fast_publish"
+        assert metrics_label(fast) == "fast_publish"
         assert publish_description(fast) == f"{kind.__name__}, one round trip per chunk"
     assert not caplog.records
     # Then any other broker falls back to send_task, said once at INFO and labelled "batch"
@@ -86,7 +86,7 @@ def test_by_default_each_broker_gets_its_fastest_publisher(
     (said,) = caplog.records
     assert said.levelno == logging.INFO and "send_task" in said.getMessage()
     assert "memory://" in said.getMessage()
-    assert release_path(fallback) == "batch"
+    assert metrics_label(fallback) == "batch"
     assert publish_description(fallback) == "CeleryDispatcher, one job at a time"
     # and builds no accept-time message and no one-script release
     assert envelopes_for(other, default, storage) is None
@@ -94,7 +94,7 @@ def test_by_default_each_broker_gets_its_fastest_publisher(
     # and so does opting out, with nothing to say
     caplog.clear()
     assert isinstance(dispatcher_for(redis_broker, SEND_TASK), CeleryDispatcher)
-    assert release_path(dispatcher_for(redis_broker, SEND_TASK)) == "batch"
+    assert metrics_label(dispatcher_for(redis_broker, SEND_TASK)) == "batch"
     assert not caplog.records
 
 
@@ -106,4 +106,4 @@ def test_any_dispatcher_without_the_mark_is_labelled_one_job_at_a_time() -> None
         def dispatch_many(self, jobs: object, keep_going: object = None) -> None: ...
 
     for dispatcher in (CallableDispatcher(lambda *call: None), Own()):
-        assert release_path(dispatcher) == "batch"
+        assert metrics_label(dispatcher) == "batch"

@@ -22,7 +22,7 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
-from parallel_scheduler.delayed.scheduler import CHUNK
+from parallel_scheduler.delayed.paths import CHUNK
 from storage_adapters import JobState, NewJob, shard_of, shards_of
 from tests.waiting import wait_until
 

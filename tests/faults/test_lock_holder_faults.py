@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from benchmarks.harness.servers import Server
-from parallel_scheduler.delayed.scheduler import chunk_for
+from parallel_scheduler.delayed.paths import chunk_for
 from storage_adapters import JobState, LockLease, Storage, TransactionalReleaseStorage
 from tests.faults.conftest import DueJobs, HolderFault, Pair
 from tests.faults.harness import (

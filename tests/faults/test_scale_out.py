@@ -38,7 +38,7 @@ import pytest
 
 import storage_adapters
 from parallel_scheduler import Client
-from parallel_scheduler.delayed.scheduler import chunk_for
+from parallel_scheduler.delayed.paths import chunk_for
 from storage_adapters import JobState, Storage, shard_of, shards_of
 from tests.conftest import made_by, redis_cluster_url, unique_prefix
 from tests.faults.harness import (

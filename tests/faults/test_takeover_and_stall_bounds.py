@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks.harness.servers import Server
 from parallel_scheduler import Settings
-from parallel_scheduler.delayed.scheduler import chunk_for
+from parallel_scheduler.delayed.paths import chunk_for
 from storage_adapters import JobState
 from tests.faults.conftest import DueJobs, HolderFault, Pair
 from tests.faults.harness import (

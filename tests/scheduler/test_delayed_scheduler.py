@@ -24,8 +24,8 @@ from parallel_scheduler import (
     Settings,
 )
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.delayed.release import Releaser
-from parallel_scheduler.delayed.scheduler import chunk_for
+from parallel_scheduler.delayed.paths import chunk_for
+from parallel_scheduler.delayed.sending import Releaser
 from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
 from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
@@ -317,7 +317,7 @@ def test_a_mark_refused_after_a_stall_is_reported_by_when_the_send_started(
 
     releaser = Releaser(storage, CallableDispatcher(send), StorageClock(storage), claim_lease)
     # When it resumes, sends the other two and tries to mark all three
-    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.release"):
+    with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.sending"):
         outcomes = releaser.release_claims(claims, AlwaysHeld(lease), claimed_at)  # type: ignore[arg-type]
     # Then none is marked, and each is reported for what happened to it: the first was sent
     # in time and only its mark came late; the other two were sent after their claim expired

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobState, Settings
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.delayed.envelopes import with_envelopes
-from parallel_scheduler.delayed.release import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
+from parallel_scheduler.delayed.sending import FIRST_SEND_BACKOFF, MAX_SEND_BACKOFF, send_backoff
 from parallel_scheduler.dispatchers import (
     BatchDispatchError,
     Dispatcher,

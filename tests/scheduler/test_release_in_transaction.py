@@ -163,7 +163,7 @@ def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_aga
     sends = Sends(end_own_session)
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
     try:
-        with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.release"):
+        with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.sending"):
             first = s.run_once()
         assert ended == [True]
         assert first.fenced == 5 and first.released == 0

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from parallel_scheduler import Client, InvalidJobError, JobSpec
-from parallel_scheduler.jobs import check_task_name
+from parallel_scheduler.job_checks import check_task_name
 from parallel_scheduler.ranges import MAX_INSTANT
 from storage_adapters import NewJob, Storage, validate_job_id
 from storage_adapters.errors import InvalidArgumentError, InvalidIdentifierError, StorageError

@@ -95,7 +95,7 @@ class AmqpPublisher:
     transaction is the default for its all-or-nothing chunks.
     """
 
-    publishes_chunks = True  # one transaction per chunk (see ``dispatchers.release_path``)
+    publishes_chunks = True  # one transaction per chunk (see ``dispatchers.metrics_label``)
 
     def __init__(
         self, app: Any, *, timeout: float = 15.0, guarantee: Guarantee = "transaction"

@@ -91,7 +91,7 @@ def _direct(queue: Any) -> bool:
 class RedisPublisher:
     """A ``Dispatcher`` for apps whose broker is Redis."""
 
-    publishes_chunks = True  # one MULTI/LPUSH per chunk (see ``dispatchers.release_path``)
+    publishes_chunks = True  # one MULTI/LPUSH per chunk (see ``dispatchers.metrics_label``)
 
     def __init__(self, app: Any) -> None:
         url = str(app.conf.broker_url or "")

@@ -73,7 +73,7 @@ class CeleryDispatcher:
     which makes duplicates detectable (and skippable) on the worker side.
     """
 
-    publishes_chunks = False  # one publish per job (see ``dispatchers.release_path``)
+    publishes_chunks = False  # one publish per job (see ``dispatchers.metrics_label``)
 
     def __init__(self, app: Any) -> None:
         self.app = app

@@ -1,0 +1,102 @@
+"""PostgreSQL's path (batch mode on ``TransactionalReleaseStorage``): the batch's ids in one
+read, then each pool thread claims a ``TRANSACTION_CHUNK`` of them (``FOR UPDATE SKIP LOCKED``:
+the per-job locks), sends it and settles it in ONE transaction, so each job's row is written
+once and no mark statement is needed."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+from parallel_scheduler.delayed.paths import TRANSACTION_CHUNK, BatchRelease
+from parallel_scheduler.delayed.sending import Releaser
+from parallel_scheduler.engine.held_lock import HeldLock
+from parallel_scheduler.engine.pool import BoundedPool
+from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.engine.stats import Outcome
+from storage_adapters import (
+    ChunkSettlement,
+    ClaimedJob,
+    StorageError,
+    TransactionalReleaseStorage,
+)
+
+__all__ = ["TransactionalClaims"]
+
+logger = logging.getLogger(__name__)
+
+
+class _RolledBackAfterSend(Exception):
+    """A chunk's transaction failed after its send: not retried (see ``_release_chunk``)."""
+
+
+class TransactionalClaims:
+    releases_by_script = False
+
+    def __init__(
+        self,
+        storage: TransactionalReleaseStorage,
+        releaser: Releaser,
+        pool: BoundedPool,
+        batch_size: int,
+        label: str,
+    ) -> None:
+        self._storage = storage
+        self._releaser = releaser
+        self._pool = pool
+        self._batch_size = batch_size
+        self._label = label
+
+    def release_batch(self, held: HeldLock) -> BatchRelease:
+        ids = call_storage(lambda: self._storage.fetch_due_ids(self._batch_size))
+        chunks = [ids[i : i + TRANSACTION_CHUNK] for i in range(0, len(ids), TRANSACTION_CHUNK)]
+        counters = self._pool.map(lambda chunk: self._release_chunk(chunk, held), chunks)
+        outcomes = sum(counters, Counter[Outcome]())
+        return BatchRelease(len(ids), outcomes, {self._label: outcomes})
+
+    def _release_chunk(self, job_ids: Sequence[str], lock: HeldLock) -> Counter[Outcome]:
+        """Claim, send and settle a chunk of ``job_ids`` in one storage transaction (see
+        ``TransactionalReleaseStorage``): what was sent is Enqueued by the commit, so there is
+        no mark to make. A transaction that fails before anything was sent is retried like any
+        storage call; one that fails after a send is not (its jobs are Scheduled again and the
+        next pass takes them: what was sent may run twice, and the pass stops here)."""
+        releaser = self._releaser
+        if releaser.halted or not lock.valid():
+            return Counter({Outcome.STOPPED: len(job_ids)})
+        sent: list[ClaimedJob] = []  # filled as soon as the broker took them
+        settled: Counter[Outcome] = Counter()
+
+        def send(claims: list[ClaimedJob], settlement: ChunkSettlement) -> None:
+            until = time.monotonic() + self._storage.send_budget
+            settled.update(releaser.hand_over(claims, lock, settlement, until, sent)[2])
+
+        def attempt() -> list[ClaimedJob]:
+            try:
+                return self._storage.release_in_transaction(job_ids, lock.lease, send)
+            except StorageError as exc:
+                if sent:  # sent, then rolled back: retrying would send them all again now
+                    raise _RolledBackAfterSend(exc) from exc
+                settled.clear()  # nothing went: the retry starts the chunk afresh
+                raise
+
+        try:
+            claims = call_storage(attempt)
+        except _RolledBackAfterSend as rolled_back:
+            releaser.halt()
+            logger.warning(
+                "%d job(s) whose send started while their claim was valid could not be "
+                "committed: the chunk's transaction ended first (%s; this process stalled, or "
+                "lost storage, during or after the send), so they are Scheduled again and may "
+                "run twice: %s",
+                len(sent),
+                rolled_back.__cause__,
+                ", ".join(claim.id for claim in sent),
+            )
+            return Counter({Outcome.FENCED: len(sent), Outcome.FAILED: len(job_ids) - len(sent)})
+        outcomes = settled + Counter({Outcome.NOT_CLAIMED: len(job_ids) - len(claims)})
+        if sent:
+            outcomes[Outcome.RELEASED] += len(sent)
+            releaser.notify(sent)
+        return outcomes

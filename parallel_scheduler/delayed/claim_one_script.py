@@ -1,0 +1,71 @@
+"""The one-script path: with storage and a Redis-list broker on one Redis server and accept-time
+messages, one Lua script moves the batch's ready messages from the due set to the broker lists
+and marks them Enqueued, atomically; what it cannot move (a job stored without its message, or
+due to a list the script does not serve) comes back claimed and goes by the batch path.
+
+Whether the two share a server is asked once, at the first pass (``ScriptRelease.list_db``):
+until then, and for good when they do not, batches go by the batch path alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from parallel_scheduler.delayed.claim_batch import BatchClaims, send_in_chunks
+from parallel_scheduler.delayed.envelopes import ScriptRelease
+from parallel_scheduler.delayed.paths import BatchRelease
+from parallel_scheduler.delayed.sending import Releaser
+from parallel_scheduler.engine.held_lock import HeldLock
+from parallel_scheduler.engine.pool import BoundedPool
+from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.engine.stats import Outcome
+
+__all__ = ["OneScriptRelease"]
+
+
+class OneScriptRelease:
+    def __init__(
+        self,
+        script: ScriptRelease,
+        fallback: BatchClaims,
+        releaser: Releaser,
+        pool: BoundedPool,
+        batch_size: int,
+        claim_lease: float,
+        label: str,
+    ) -> None:
+        self._script = script
+        self._fallback = fallback
+        self._releaser = releaser
+        self._pool = pool
+        self._batch_size = batch_size
+        self._claim_lease = claim_lease
+        self._label = label
+        self._list_db: int | None = None
+        self._list_db_known = False
+
+    @property
+    def releases_by_script(self) -> bool:
+        """True once a pass found storage and broker on one Redis server."""
+        return self._list_db is not None
+
+    def release_batch(self, held: HeldLock) -> BatchRelease:
+        if not self._list_db_known:
+            self._list_db = call_storage(self._script.list_db)
+            self._list_db_known = True
+        db = self._list_db
+        if db is None:
+            return self._fallback.release_batch(held)
+        claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
+        moved, claims = call_storage(
+            lambda: self._script.release(self._batch_size, held.lease, self._claim_lease, db)
+        )
+        self._releaser.notify(moved)
+        outcomes = send_in_chunks(self._releaser, self._pool, claims, held, claimed_at)
+        by_script = Counter({Outcome.RELEASED: len(moved)})
+        return BatchRelease(
+            len(moved) + len(claims),
+            outcomes + by_script,
+            {"one_script": by_script, self._label: outcomes},
+        )

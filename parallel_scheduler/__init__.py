@@ -20,12 +20,12 @@ from parallel_scheduler.errors import (
 )
 from parallel_scheduler.jobs import Job, JobSpec
 from parallel_scheduler.settings import Settings
+from parallel_scheduler.version import __version__
 from storage_adapters import JobState
 
 if TYPE_CHECKING:
     from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CallableDispatcher",

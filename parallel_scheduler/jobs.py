@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.firing_ids import check_not_reserved
 from parallel_scheduler.job_checks import (
     check_call,
     check_task_name,
@@ -29,7 +30,6 @@ from parallel_scheduler.ranges import (
     MIN_INSTANT,
     in_range,
 )
-from parallel_scheduler.recurring.firing_ids import check_not_reserved
 from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH

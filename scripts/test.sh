@@ -13,6 +13,8 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== import contracts"
+.venv/bin/lint-imports
 echo "== pytest"
 .venv/bin/python -m pytest "$@"
 echo "== package"

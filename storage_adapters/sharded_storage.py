@@ -370,7 +370,7 @@ class ShardedStorage:
             raise InvalidArgumentError(
                 f"trigger job id {firing.job.id!r} does not fall in recurring job "
                 f"{recurring_id!r}'s shard: a trigger's id must be '<recurring id>@trigger-...' "
-                "(parallel_scheduler/recurring/firing_ids.py)"
+                "(parallel_scheduler/firing_ids.py)"
             )
         return self.shards[shard].trigger_recurring(recurring_id, version, firing)
 

@@ -10,7 +10,7 @@ is the store under the prefix itself: a store with one shard is exactly today's 
 
 A job lives in shard ``shard_of(id, S)``: CRC-32 of its shard key modulo S, the same in every
 process and every release. The shard key is the id, except for a recurring firing
-(``<recurring id>@<UTC time>Z``, see parallel_scheduler/recurring/firing_ids.py), whose key is its
+(``<recurring id>@<UTC time>Z``, see parallel_scheduler/firing_ids.py), whose key is its
 recurring job's id: a firing is written in the same step as its recurring job's next run, so
 both must live in one shard (one Redis slot, one script).
 

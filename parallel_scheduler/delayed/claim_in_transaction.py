@@ -19,6 +19,7 @@ from parallel_scheduler.engine.stats import Outcome
 from storage_adapters import (
     ChunkSettlement,
     ClaimedJob,
+    Storage,
     StorageError,
     TransactionalReleaseStorage,
 )
@@ -37,13 +38,16 @@ class TransactionalClaims:
 
     def __init__(
         self,
-        storage: TransactionalReleaseStorage,
+        storage: Storage,
         releaser: Releaser,
         pool: BoundedPool,
         batch_size: int,
         label: str,
     ) -> None:
+        if not isinstance(storage, TransactionalReleaseStorage):
+            raise TypeError(f"{type(storage).__name__} cannot release in a transaction")
         self._storage = storage
+        self._transactions: TransactionalReleaseStorage = storage
         self._releaser = releaser
         self._pool = pool
         self._batch_size = batch_size
@@ -69,12 +73,12 @@ class TransactionalClaims:
         settled: Counter[Outcome] = Counter()
 
         def send(claims: list[ClaimedJob], settlement: ChunkSettlement) -> None:
-            until = time.monotonic() + self._storage.send_budget
+            until = time.monotonic() + self._transactions.send_budget
             settled.update(releaser.hand_over(claims, lock, settlement, until, sent)[2])
 
         def attempt() -> list[ClaimedJob]:
             try:
-                return self._storage.release_in_transaction(job_ids, lock.lease, send)
+                return self._transactions.release_in_transaction(job_ids, lock.lease, send)
             except StorageError as exc:
                 if sent:  # sent, then rolled back: retrying would send them all again now
                     raise _RolledBackAfterSend(exc) from exc

@@ -36,6 +36,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from parallel_scheduler.process.shard_assignment import live_ids, liveness_threshold
+from parallel_scheduler.version import __version__
 from storage_adapters import InstanceRecord, Storage
 
 if TYPE_CHECKING:
@@ -125,10 +126,6 @@ class Heartbeat:
         return json.dumps(view, default=str, allow_nan=False)
 
     def record(self) -> InstanceRecord:
-        from parallel_scheduler import (
-            __version__,  # here: the package's __init__ may still be importing us
-        )
-
         return InstanceRecord(
             id=self.instance_id,
             host=socket.gethostname(),

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from parallel_scheduler.dispatchers import publish_description
 from parallel_scheduler.log_format import event
+from parallel_scheduler.version import __version__
 from storage_adapters import DEFAULT_URL, mask_url
 
 if TYPE_CHECKING:
@@ -48,8 +49,6 @@ def publish_of(service: SchedulerService) -> str:
 
 def log_start(service: SchedulerService) -> None:
     """Log the start-up line (INFO) for ``service``."""
-    from parallel_scheduler import __version__
-
     instance, storage, settings = start_line_parts(service)
     shown = " ".join(f"{name}={value}" for name, value in settings.items())
     publish = publish_of(service)

@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
+from parallel_scheduler.firing_ids import firing_id, trigger_id
 from parallel_scheduler.jobs import JobSpec, StoredCall, display_instant, utc_datetime
 from parallel_scheduler.ranges import check_page, in_range
-from parallel_scheduler.recurring.firing_ids import firing_id, trigger_id
 from parallel_scheduler.recurring.history import (
     HISTORY_LIMIT,
     RecentFiring,

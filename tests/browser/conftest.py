@@ -13,6 +13,7 @@ port) for speed; ``test_command.py`` runs the real ``parallel-scheduler dashboar
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ from tests.conftest import storage_url, unique_prefix
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
 CHROMIUM = os.environ.get("PARALLEL_SCHEDULER_TEST_CHROMIUM", DEBIAN_CHROMIUM)
 INSTALL_STEPS = (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"])
+INSTALL_LOCK = Path("/tmp/parallel-scheduler-chromium-install.lock")
 VIEWPORT = {"width": 1280, "height": 800}
 #: Playwright waits this long for an element before failing (its default is 30 s).
 STEP_TIMEOUT_MS = 5_000
@@ -78,7 +80,12 @@ def _ensure_chromium(config: pytest.Config) -> str:
             "binary); Playwright's own browser download is never used"
         )
     capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():  # apt-get's progress reaches the terminal
+    # One installer at a time: each pytest-xdist worker collects the browser tests, and a second
+    # apt-get would fail on dpkg's lock; the one that waited finds the browser installed.
+    with INSTALL_LOCK.open("w") as lock, capture.global_and_fixture_disabled():
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if Path(CHROMIUM).exists():
+            return CHROMIUM
         for step in INSTALL_STEPS:
             print(f"browser tests: {CHROMIUM} is missing; running as root: {' '.join(step)}")
             environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

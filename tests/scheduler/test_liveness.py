@@ -22,9 +22,9 @@ from celery import Celery
 
 import storage_adapters
 from parallel_scheduler import Client, Settings, __version__
-from parallel_scheduler import instances as instances_module
 from parallel_scheduler.celery.beat import DurableScheduler
 from parallel_scheduler.cli import main
+from parallel_scheduler.process import liveness as instances_module
 from parallel_scheduler.process.liveness import DEAD_AFTER_INTERVALS, Heartbeat
 from storage_adapters import InstanceRecord, Storage
 from tests.conftest import ADAPTERS, POSTGRESQL_URL, storage_url, unique_prefix

@@ -20,8 +20,8 @@ from storage_adapters import (
     NewJob,
     Storage,
     from_url,
-    redis_browse,
 )
+from storage_adapters.redis import browse as redis_browse
 from storage_adapters.redis.storage import RedisStorage
 from storage_adapters.sql.browse import (
     finished_counts_statement,

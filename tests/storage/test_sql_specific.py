@@ -31,8 +31,8 @@ from storage_adapters import (
     StorageError,
     StorageUnavailableError,
     from_url,
-    sql_tables,
 )
+from storage_adapters.sql import tables as sql_tables
 from storage_adapters.sql.postgresql import PostgreSQLStorage
 from storage_adapters.sql.sqlite import SQLiteStorage
 from storage_adapters.sql.storage import SQLStorage

@@ -10,16 +10,13 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from parallel_scheduler.delayed.paths import TRANSACTION_CHUNK, BatchRelease
-from parallel_scheduler.delayed.sending import Releaser
+from parallel_scheduler.delayed.paths import TRANSACTION_CHUNK, BatchRelease, PathParts
 from parallel_scheduler.engine.held_lock import HeldLock
-from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome
 from storage_adapters import (
     ChunkSettlement,
     ClaimedJob,
-    Storage,
     StorageError,
     TransactionalReleaseStorage,
 )
@@ -36,29 +33,20 @@ class _RolledBackAfterSend(Exception):
 class TransactionalClaims:
     releases_by_script = False
 
-    def __init__(
-        self,
-        storage: Storage,
-        releaser: Releaser,
-        pool: BoundedPool,
-        batch_size: int,
-        label: str,
-    ) -> None:
+    def __init__(self, parts: PathParts) -> None:
+        storage = parts.storage
         if not isinstance(storage, TransactionalReleaseStorage):
             raise TypeError(f"{type(storage).__name__} cannot release in a transaction")
-        self._storage = storage
+        self._parts = parts
         self._transactions: TransactionalReleaseStorage = storage
-        self._releaser = releaser
-        self._pool = pool
-        self._batch_size = batch_size
-        self._label = label
 
     def release_batch(self, held: HeldLock) -> BatchRelease:
-        ids = call_storage(lambda: self._storage.fetch_due_ids(self._batch_size))
+        parts = self._parts
+        ids = call_storage(lambda: parts.storage.fetch_due_ids(parts.batch_size))
         chunks = [ids[i : i + TRANSACTION_CHUNK] for i in range(0, len(ids), TRANSACTION_CHUNK)]
-        counters = self._pool.map(lambda chunk: self._release_chunk(chunk, held), chunks)
+        counters = parts.pool.map(lambda chunk: self._release_chunk(chunk, held), chunks)
         outcomes = sum(counters, Counter[Outcome]())
-        return BatchRelease(len(ids), outcomes, {self._label: outcomes})
+        return BatchRelease(len(ids), outcomes, {parts.label: outcomes})
 
     def _release_chunk(self, job_ids: Sequence[str], lock: HeldLock) -> Counter[Outcome]:
         """Claim, send and settle a chunk of ``job_ids`` in one storage transaction (see
@@ -66,7 +54,7 @@ class TransactionalClaims:
         no mark to make. A transaction that fails before anything was sent is retried like any
         storage call; one that fails after a send is not (its jobs are Scheduled again and the
         next pass takes them: what was sent may run twice, and the pass stops here)."""
-        releaser = self._releaser
+        releaser = self._parts.releaser
         if releaser.halted or not lock.valid():
             return Counter({Outcome.STOPPED: len(job_ids)})
         sent: list[ClaimedJob] = []  # filled as soon as the broker took them

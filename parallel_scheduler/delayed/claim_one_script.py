@@ -14,10 +14,8 @@ from collections import Counter
 
 from parallel_scheduler.delayed.claim_batch import BatchClaims, send_in_chunks
 from parallel_scheduler.delayed.envelopes import ScriptRelease
-from parallel_scheduler.delayed.paths import BatchRelease
-from parallel_scheduler.delayed.sending import Releaser
+from parallel_scheduler.delayed.paths import BatchRelease, PathParts
 from parallel_scheduler.engine.held_lock import HeldLock
-from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome
 
@@ -25,23 +23,10 @@ __all__ = ["OneScriptRelease"]
 
 
 class OneScriptRelease:
-    def __init__(
-        self,
-        script: ScriptRelease,
-        fallback: BatchClaims,
-        releaser: Releaser,
-        pool: BoundedPool,
-        batch_size: int,
-        claim_lease: float,
-        label: str,
-    ) -> None:
+    def __init__(self, script: ScriptRelease, parts: PathParts) -> None:
         self._script = script
-        self._fallback = fallback
-        self._releaser = releaser
-        self._pool = pool
-        self._batch_size = batch_size
-        self._claim_lease = claim_lease
-        self._label = label
+        self._parts = parts
+        self._fallback = BatchClaims(parts)
         self._list_db: int | None = None
         self._list_db_known = False
 
@@ -57,15 +42,16 @@ class OneScriptRelease:
         db = self._list_db
         if db is None:
             return self._fallback.release_batch(held)
+        parts = self._parts
         claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims
         moved, claims = call_storage(
-            lambda: self._script.release(self._batch_size, held.lease, self._claim_lease, db)
+            lambda: self._script.release(parts.batch_size, held.lease, parts.claim_lease, db)
         )
-        self._releaser.notify(moved)
-        outcomes = send_in_chunks(self._releaser, self._pool, claims, held, claimed_at)
+        parts.releaser.notify(moved)
+        outcomes = send_in_chunks(parts, claims, held, claimed_at)
         by_script = Counter({Outcome.RELEASED: len(moved)})
         return BatchRelease(
             len(moved) + len(claims),
             outcomes + by_script,
-            {"one_script": by_script, self._label: outcomes},
+            {"one_script": by_script, parts.label: outcomes},
         )

@@ -6,13 +6,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from parallel_scheduler.delayed.paths import BatchRelease
-from parallel_scheduler.delayed.sending import Releaser
+from parallel_scheduler.delayed.paths import BatchRelease, PathParts
 from parallel_scheduler.engine.held_lock import HeldLock
-from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome
-from storage_adapters import Storage
 
 __all__ = ["PerJobClaims"]
 
@@ -20,32 +17,23 @@ __all__ = ["PerJobClaims"]
 class PerJobClaims:
     releases_by_script = False
 
-    def __init__(
-        self,
-        storage: Storage,
-        releaser: Releaser,
-        pool: BoundedPool,
-        batch_size: int,
-        claim_lease: float,
-    ) -> None:
-        self._storage = storage
-        self._releaser = releaser
-        self._pool = pool
-        self._batch_size = batch_size
-        self._claim_lease = claim_lease
+    def __init__(self, parts: PathParts) -> None:
+        self._parts = parts
 
     def release_batch(self, held: HeldLock) -> BatchRelease:
-        ids = call_storage(lambda: self._storage.fetch_due_ids(self._batch_size))
-        outcomes = Counter(self._pool.map(lambda job_id: self._release_one(job_id, held), ids))
-        return BatchRelease(len(ids), outcomes, {"per_job": outcomes})
+        parts = self._parts
+        ids = call_storage(lambda: parts.storage.fetch_due_ids(parts.batch_size))
+        outcomes = Counter(parts.pool.map(lambda job_id: self._release_one(job_id, held), ids))
+        return BatchRelease(len(ids), outcomes, {parts.label: outcomes})
 
     def _release_one(self, job_id: str, lock: HeldLock) -> Outcome:
         """Take the job's own lock (its claim), then hand it over."""
-        if self._releaser.halted or not lock.valid():
+        parts = self._parts
+        if parts.releaser.halted or not lock.valid():
             return Outcome.STOPPED
         claimed_at = time.monotonic()
-        claim = call_storage(lambda: self._storage.claim(job_id, lock.lease, self._claim_lease))
+        claim = call_storage(lambda: parts.storage.claim(job_id, lock.lease, parts.claim_lease))
         if claim is None:
             return Outcome.NOT_CLAIMED
-        (outcome,) = self._releaser.release_claims([claim], lock, claimed_at).elements()
+        (outcome,) = parts.releaser.release_claims([claim], lock, claimed_at).elements()
         return outcome

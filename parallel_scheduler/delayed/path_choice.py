@@ -8,7 +8,7 @@ from parallel_scheduler.delayed.claim_in_transaction import TransactionalClaims
 from parallel_scheduler.delayed.claim_one_script import OneScriptRelease
 from parallel_scheduler.delayed.claim_per_job import PerJobClaims
 from parallel_scheduler.delayed.envelopes import script_release_for
-from parallel_scheduler.delayed.paths import ReleasePath
+from parallel_scheduler.delayed.paths import PathParts, ReleasePath
 from parallel_scheduler.delayed.sending import Releaser
 from parallel_scheduler.dispatchers import Dispatcher, metrics_label
 from parallel_scheduler.engine.pool import BoundedPool
@@ -28,14 +28,12 @@ def choose_path(
     """The per-job path in ``per_job`` mode; in ``batch`` mode the transactional path on
     storage that has it (PostgreSQL), the one-script path where storage can release to the
     dispatcher's broker lists (Redis), else the batch path."""
-    size, lease = settings.batch_size, settings.lock_lease
-    if settings.release_mode == "per_job":
-        return PerJobClaims(storage, releaser, pool, size, lease)
-    label = metrics_label(dispatcher)
+    per_job = settings.release_mode == "per_job"
+    label = "per_job" if per_job else metrics_label(dispatcher)
+    parts = PathParts(storage, releaser, pool, settings.batch_size, settings.lock_lease, label)
+    if per_job:
+        return PerJobClaims(parts)
     if isinstance(storage, TransactionalReleaseStorage):
-        return TransactionalClaims(storage, releaser, pool, size, label)
-    batch = BatchClaims(storage, releaser, pool, size, lease, label)
+        return TransactionalClaims(parts)
     script = script_release_for(storage, dispatcher)
-    if script is None:
-        return batch
-    return OneScriptRelease(script, batch, releaser, pool, size, lease, label)
+    return BatchClaims(parts) if script is None else OneScriptRelease(script, parts)

@@ -22,11 +22,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from parallel_scheduler.delayed.sending import Releaser
 from parallel_scheduler.engine.held_lock import HeldLock
+from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.stats import Outcome
 from storage_adapters import Storage, TransactionalReleaseStorage
 
-__all__ = ["CHUNK", "TRANSACTION_CHUNK", "BatchRelease", "ReleasePath", "chunk_for"]
+__all__ = [
+    "CHUNK",
+    "TRANSACTION_CHUNK",
+    "BatchRelease",
+    "PathParts",
+    "ReleasePath",
+    "chunk_for",
+]
 
 #: Batch mode sends and then marks this many jobs at a time, per pool thread. It bounds what a
 #: crash or a stall can send twice (one chunk per thread); smaller chunks would cost more in
@@ -42,6 +51,20 @@ TRANSACTION_CHUNK = 250
 def chunk_for(storage: Storage) -> int:
     """Jobs a pool thread sends before it settles them, in ``batch`` mode on ``storage``."""
     return TRANSACTION_CHUNK if isinstance(storage, TransactionalReleaseStorage) else CHUNK
+
+
+@dataclass(frozen=True)
+class PathParts:
+    """What every release path works with: the store, the sending it hands claims to, the pool
+    its threads come from, the batch size, the claims' lease and the metrics label of the
+    dispatcher's path (``dispatchers.metrics_label``)."""
+
+    storage: Storage
+    releaser: Releaser
+    pool: BoundedPool
+    batch_size: int
+    claim_lease: float
+    label: str
 
 
 @dataclass

@@ -215,7 +215,7 @@ _CONTAINERS = (list, tuple, dict)
 
 def check_call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """The arguments' shape the payload's JSON cannot check: keyword names, and nesting (see
-    ``limits.MAX_NESTING``). Flat arguments, the usual case, take one type check per value."""
+    ``ranges.MAX_NESTING``). Flat arguments, the usual case, take one type check per value."""
     _check_keys("kwargs", "keyword name", kwargs)
     for value in args:
         if isinstance(value, _CONTAINERS):

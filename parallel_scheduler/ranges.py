@@ -155,7 +155,7 @@ def too_deep(name: str, text: str) -> InvalidJobError:
     the value as shown (``shown``)."""
     return InvalidJobError(
         f"{name} nest deeper than {MAX_NESTING} levels of lists and objects "
-        f"(limits.MAX_NESTING): {text}"
+        f"(ranges.MAX_NESTING): {text}"
     )
 
 

@@ -314,7 +314,7 @@ def test_a_near_decimal_or_timedelta_countdown_takes_celerys_path(redis_cluster:
 
 
 def test_arguments_nested_to_the_limit_are_released_and_run(cluster: Cluster) -> None:
-    """The nesting limit (limits.MAX_NESTING) is below what the release, the broker message and
+    """The nesting limit (ranges.MAX_NESTING) is below what the release, the broker message and
     the worker's JSON can carry: a job nested exactly that deep runs with its arguments whole."""
     cluster.start_worker("--parallel-scheduler")
     cluster.wait_ready(1)

@@ -21,8 +21,8 @@ from storage_adapters.checks.browse import (
     count_finished,
 )
 from storage_adapters.records import JobQuery, JobRecord, JobState
-from storage_adapters.redis.host import RedisHost
 from storage_adapters.redis.jobs import _record
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["BROWSE_SCRIPTS", "PAGE_BUDGET", "RedisBrowse"]
 
@@ -36,7 +36,7 @@ def _bound(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-class RedisBrowse(RedisHost):
+class RedisBrowse(RedisPlumbing):
     """Filtered keyset pages and finish counts, for ``RedisStorage`` to inherit."""
 
     def list_jobs_page(self, query: JobQuery, limit: int) -> list[JobRecord]:

@@ -8,9 +8,6 @@ stamped with the server's ``TIME`` inside the scripts, so every host measures ag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
 from storage_adapters.checks.instances import (
     check_details,
     check_instance,
@@ -19,6 +16,7 @@ from storage_adapters.checks.instances import (
 )
 from storage_adapters.checks.values import epoch_seconds, positive_count
 from storage_adapters.records import InstanceRecord
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["INSTANCE_SCRIPTS", "RedisInstances"]
 
@@ -32,14 +30,8 @@ INSTANCE_SCRIPTS = (
 )
 
 
-class RedisInstances:
+class RedisInstances(RedisPlumbing):
     """Register, heartbeat, list and remove scheduler instances, for ``RedisStorage``."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _key(self, rest: str) -> str: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 
     def _instance_keys(self, instance_id: str) -> list[str]:
         return [self._key(f"inst:{instance_id}"), self._key("instances")]

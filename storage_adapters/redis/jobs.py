@@ -1,8 +1,7 @@
-"""The job-reading part of the ``Storage`` contract (``JobStore``: get, list, cancel, reschedule,
+"""The jobs part of the ``Storage`` contract (``JobStore``: accept, get, list, cancel, reschedule,
 count) for ``RedisStorage`` to inherit, and how numbers travel to the scripts.
 
-Accepting jobs (``add_jobs``) stays with ``RedisStorage``: its job encoding is shared with firing
-recurring jobs.
+Accepting jobs shares its job encoding (``RedisPlumbing._job_args``) with firing recurring jobs.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from storage_adapters.checks.values import (
     positive_seconds,
     stored_seconds,
 )
-from storage_adapters.records import JobRecord, JobState
-from storage_adapters.redis.host import RedisHost
+from storage_adapters.records import JobRecord, JobState, NewJob
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["RedisJobs", "float_arg", "lease_arg"]
 
@@ -59,8 +58,14 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
     )
 
 
-class RedisJobs(RedisHost):
-    """Read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
+class RedisJobs(RedisPlumbing):
+    """Accept, read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
+
+    def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
+        args = self._job_args(jobs)
+        if not jobs:
+            return []
+        return [bool(flag) for flag in self._run("add_jobs", self._job_keys(), args)]
 
     def get_job(self, job_id: str) -> JobRecord | None:
         if names_no_job(job_id):

@@ -5,23 +5,15 @@ fencing counter, kept when the lock is freed, so every holder's token is greater
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
 from storage_adapters.records import LockLease, validate_lock_name
 from storage_adapters.redis.jobs import lease_arg
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["RedisLocks"]
 
 
-class RedisLocks:
+class RedisLocks(RedisPlumbing):
     """Acquire, renew, release and read the fenced lock, for ``RedisStorage`` to inherit."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _key(self, rest: str) -> str: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
 
     def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:
         validate_lock_name(name)

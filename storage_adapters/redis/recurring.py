@@ -1,7 +1,8 @@
 """Recurring jobs on Redis: the part of ``RedisStorage`` that keeps schedules and fires them.
 
-A mixin, kept apart so ``storage.py`` stays about one-off jobs; it uses the host's plumbing (keys,
-scripts, error mapping). Every method is one round trip, and every multi-key step one script.
+A mixin, kept apart from the one-off jobs' modules; it inherits the plumbing (keys, scripts,
+error mapping) of ``redis/plumbing.py``. Every method is one round trip, and every multi-key step
+one script.
 
 Keys: ``rec:<id>`` (hash; ``next_run_at`` and ``last_run_at`` are ``''`` for none, ``enabled`` is
 ``'1'`` or ``'0'``), ``rec_ids`` (every id with score 0, so ranks are in id order) and ``rec_due``
@@ -11,8 +12,7 @@ Keys: ``rec:<id>`` (hash; ``next_run_at`` and ``last_run_at`` are ``''`` for non
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
@@ -32,11 +32,11 @@ from storage_adapters.records import (
     Firing,
     LockLease,
     ManualFiring,
-    NewJob,
     NewRecurring,
     RecurringRecord,
     SaveMode,
 )
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["RECURRING_SCRIPTS", "RedisRecurring"]
 
@@ -107,24 +107,8 @@ def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
     )
 
 
-class RedisRecurring:
+class RedisRecurring(RedisPlumbing):
     """The recurring-jobs methods of the ``Storage`` contract, for ``RedisStorage`` to inherit."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _call(
-            self, client: Any, script: str, keys: Sequence[str], args: Sequence[str | int]
-        ) -> Any: ...
-
-        def _key(self, rest: str) -> str: ...
-
-        def _talking(self) -> AbstractContextManager[Any]: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
-
-        def _job_args(self, jobs: Sequence[NewJob]) -> list[str]: ...
-
-        def _job_keys(self) -> list[str]: ...
 
     def _recurring_key(self, recurring_id: str) -> str:
         return self._key(f"rec:{recurring_id}")

@@ -17,13 +17,12 @@ tools, or run ``setup`` again after resetting ``version`` to 1).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from storage_adapters.checks.retention import PURGEABLE_STATES, check_purge
 from storage_adapters.records import JobState
 from storage_adapters.redis.jobs import float_arg
+from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["BACKFILL_SLICE", "RETENTION_SCRIPTS", "RedisRetention"]
 
@@ -32,22 +31,8 @@ RETENTION_SCRIPTS = ("purge_finished", "index_finished")
 BACKFILL_SLICE = 1000
 
 
-class RedisRetention:
+class RedisRetention(RedisPlumbing):
     """Deleting old finished jobs in bounded batches, for ``RedisStorage`` to inherit."""
-
-    if TYPE_CHECKING:  # provided by RedisStorage
-
-        def _key(self, rest: str) -> str: ...
-
-        def _state_key(self, state: JobState) -> str: ...
-
-        def _talking(self) -> AbstractContextManager[Any]: ...
-
-        def _run(self, script: str, keys: Sequence[str], args: Sequence[str | int]) -> Any: ...
-
-    def _finished_key(self, state: JobState) -> str:
-        """The index of ``state``'s jobs by the time they reached it (finished states only)."""
-        return self._key(f"finished:{state.value}")
 
     def purge_finished(
         self, states: Iterable[JobState | str], older_than: float, limit: int

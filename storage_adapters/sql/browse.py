@@ -28,9 +28,9 @@ from storage_adapters.checks.browse import (
     count_finished,
 )
 from storage_adapters.records import JobQuery, JobRecord, JobState
+from storage_adapters.sql.dialect import state_is
 from storage_adapters.sql.job_rows import job_record
 from storage_adapters.sql.plumbing import SQLPlumbing
-from storage_adapters.sql.statements import state_is
 
 __all__ = ["SQLBrowseStore", "finished_counts_statement", "page_statement"]
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from storage_adapters.checks.values import positive_count
 from storage_adapters.permanent import dns_problem, postgresql_problem
-from storage_adapters.sql.statements import Dialect
+from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.storage import SQLStorage
 from storage_adapters.sql.transactional_release import SQLTransactionalRelease
 from storage_adapters.urls import InvalidStorageURLError, mask_url

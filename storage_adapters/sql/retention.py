@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from storage_adapters.checks.retention import check_purge
 from storage_adapters.records import JobState
+from storage_adapters.sql.dialect import state_is
 from storage_adapters.sql.plumbing import SQLPlumbing
-from storage_adapters.sql.statements import state_is
 
 __all__ = ["SQLRetentionStore", "purge_statement"]
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from storage_adapters.permanent import sqlite_problem
-from storage_adapters.sql.statements import Dialect
+from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.storage import ADD_JOBS_PAGE_SIZE, SQLStorage
 from storage_adapters.urls import InvalidStorageURLError, mask_url
 

@@ -27,9 +27,10 @@ import sqlalchemy as sa
 from storage_adapters.base import ChunkSettlement
 from storage_adapters.checks.values import positive_seconds
 from storage_adapters.records import ClaimedJob, JobState, LockLease
+from storage_adapters.sql.dialect import Dialect, state_is
 from storage_adapters.sql.job_rows import claimed_job
 from storage_adapters.sql.plumbing import SQLPlumbing
-from storage_adapters.sql.statements import Dialect, Statements, state_is
+from storage_adapters.sql.statements import Statements
 
 __all__ = ["SQLTransactionalRelease", "TransactionalStatements"]
 

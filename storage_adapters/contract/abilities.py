@@ -1,0 +1,85 @@
+"""The optional abilities beyond ``Storage`` that an adapter may have, each a faster release path
+the scheduler takes when the storage offers it (see ``base.py`` for the contract itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from storage_adapters.records import (
+    ClaimedJob,
+    LockLease,
+)
+
+__all__ = ["ChunkSettlement", "ListReleasingStorage", "TransactionalReleaseStorage"]
+
+
+@runtime_checkable
+class ListReleasingStorage(Protocol):
+    """An optional ability beyond ``Storage``: release due jobs straight onto the lists of a
+    Redis-list broker that lives on the storage's own server, in one atomic step per batch.
+
+    Only jobs with an ``envelope`` (``<list key>\n<message>``) move that way; the others come
+    back claimed, for the usual send -> ``mark_enqueued``. The lease is checked as in
+    ``claim_due``.
+    """
+
+    def server_identity(self) -> str:
+        """Equal for two connections exactly when they reach the same server process."""
+
+    def release_to_lists(
+        self, limit: int, lock: LockLease, lease: float, list_db: int
+    ) -> tuple[list[ClaimedJob], list[ClaimedJob]]:
+        """``(moved, claimed)``: jobs pushed onto database ``list_db`` and Enqueued (reported
+        without payload or envelope, which they no longer need), then the claimed rest; each
+        earliest due first."""
+
+
+class ChunkSettlement(Protocol):
+    """The writes that end some of a chunk's claims otherwise than Enqueued, made inside the
+    transaction that claimed them (see ``TransactionalReleaseStorage``)."""
+
+    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        """These claims become ``EXPIRED`` with ``reason`` (their message was never sent)."""
+
+    def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        """These claims were not sent: ``SCHEDULED`` again, due at once, with ``reason``."""
+
+    def back_off(self, claims: Sequence[ClaimedJob], reason: str, delay: float) -> None:
+        """These claims cannot be sent for now: ``SCHEDULED`` again, due ``delay`` seconds from
+        now (storage clock), with ``reason``."""
+
+    def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
+        """These claims cannot be sent at all: set aside as ``FAILED``, with ``reason``."""
+
+
+@runtime_checkable
+class TransactionalReleaseStorage(Protocol):
+    """An optional ability beyond ``Storage``: claim a chunk, send it and settle it in one
+    database transaction, so a chunk costs one row write per job and no mark statement.
+
+    The claim takes each row's lock (``FOR UPDATE SKIP LOCKED``, so concurrent claimers skip
+    each other's rows) and writes it ``ENQUEUED`` at once; ``send`` runs while the transaction
+    is open, and writes what it did not send through the ``ChunkSettlement``; the commit then
+    makes the chunk's fate durable in one step. A crash or a lost connection before the commit
+    rolls the whole chunk back to ``SCHEDULED``: nothing is lost, and what was already sent may
+    be sent again (at most the chunks in flight, as with a crash between send and mark). A
+    client stalled inside the transaction is ended by the server (PostgreSQL's idle-in-
+    transaction timeout), with the same outcome.
+    """
+
+    #: Seconds ``send`` may spend inside the transaction before it must stop sending and give
+    #: the rest back (well inside the server's idle-in-transaction timeout).
+    send_budget: float
+
+    def release_in_transaction(
+        self,
+        job_ids: Sequence[str],
+        lock: LockLease,
+        send: Callable[[list[ClaimedJob], ChunkSettlement], None],
+    ) -> list[ClaimedJob]:
+        """Claim those of ``job_ids`` that are still due and not locked by another claimer
+        (only while ``lock`` is the held lease, as ``claim_due``), call ``send`` with them
+        (earliest due first), then commit; returns the claims. ``send`` raising rolls back
+        every write of the chunk and the error propagates; a failed commit raises the
+        contract's ``StorageError``: then no write of the chunk happened."""

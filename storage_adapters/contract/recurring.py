@@ -1,0 +1,87 @@
+"""The recurring-jobs family (``RecurringStore``): definitions, and firing them with a
+compare-and-set on their version so two schedulers never fire one tick twice."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from storage_adapters.records import (
+    Firing,
+    LockLease,
+    ManualFiring,
+    NewRecurring,
+    RecurringRecord,
+    SaveMode,
+)
+
+__all__ = ["RecurringStore"]
+
+
+@runtime_checkable
+class RecurringStore(Protocol):
+    """Recurring jobs: their definitions, and firing them with a compare-and-set on version."""
+
+    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
+        """Create or replace a recurring job; returns ``True`` if it was created.
+
+        ``create`` raises ``RecordExistsError`` if the id exists, ``update`` raises
+        ``RecordNotFoundError`` if it does not (both are ``KeyError``); neither writes anything
+        then. An update replaces task, payload, schedule, enabled
+        and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
+        """
+
+    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+        """One recurring job by id."""
+
+    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
+        """Recurring jobs ordered by id, paged by offset."""
+
+    def remove_recurring(self, recurring_id: str) -> bool:
+        """Delete a recurring job (its firings already made stay); ``False`` if missing."""
+
+    def set_recurring_enabled(
+        self, recurring_id: str, enabled: bool, next_run_at: float | None
+    ) -> bool:
+        """Pause (``enabled=False``) or resume a recurring job, setting its next run too.
+
+        Bumps the version; ``False`` if missing.
+        """
+
+    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first.
+
+        Read-only, served by an index on next_run_at.
+        """
+
+    def next_recurring_at(self) -> float | None:
+        """The earliest ``next_run_at`` of an enabled recurring job, due or not (``None``: none
+        has a next run), in one round trip: when an idle recurring loop next has work."""
+
+    def fire_recurring(
+        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
+    ) -> list[bool] | None:
+        """Fire one recurring job: atomically add ``firing.jobs`` (idempotent on job id, as in
+        ``add_jobs``) and set next_run_at, last_run_at and history, bumping the version.
+
+        Acts only if the stored version is still ``version`` (the per-recurring-job lock: a
+        compare-and-set) and ``lock`` is current; otherwise changes nothing and returns
+        ``None``. Returns, per job, whether it was created (``False``: that firing existed).
+        A sharded store also needs each job's id in the firing form of this recurring job
+        (``<recurring id>@<UTC time>Z``, see sharding.py), which puts it in the same shard.
+        """
+
+    def trigger_recurring(
+        self, recurring_id: str, version: int, firing: ManualFiring
+    ) -> bool | None:
+        """Record a manual trigger: atomically add ``firing.job`` (idempotent on id) and set
+        last_run_at and history, bumping the version; next_run_at and enabled stay as they are.
+
+        Acts only if the stored version is still ``version``, else changes nothing and returns
+        ``None`` (a missing recurring job is stale too). No lock: it fires no tick, and the
+        version orders it with the scheduler's firings. Returns whether the job was created.
+        A sharded store needs the job's id in this recurring job's trigger form
+        (``<recurring id>@trigger-...``).
+        """
+
+    def count_recurring(self) -> int:
+        """How many recurring jobs are stored."""

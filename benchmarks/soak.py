@@ -178,7 +178,9 @@ def child_main(args: argparse.Namespace) -> int:
     storage = storage_adapters.from_url(
         args.storage_url, prefix=args.prefix, pool_size=args.parallelism
     )
-    service = SchedulerService(storage, CallableDispatcher(count), settings, owns_storage=True)
+    service = SchedulerService.build(
+        storage, CallableDispatcher(count), settings, owns_storage=True
+    )
     threading.Thread(target=report, daemon=True).start()
     try:
         service.run()

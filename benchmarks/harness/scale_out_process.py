@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     storage = open_storage(settings)
     storage.setup()
     counting = Counting()
-    service = SchedulerService(
+    service = SchedulerService.build(
         storage,
         CallableDispatcher(counting),
         settings,

@@ -93,7 +93,7 @@ def build_service(app: Any, settings: Settings, owner: str | None = None) -> Sch
     except BaseException:
         storage.close()
         raise
-    return SchedulerService(
+    return SchedulerService.build(
         storage,
         dispatcher_for(app, settings),
         settings,

@@ -23,24 +23,17 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.delayed.sending import ReleaseListener
 from parallel_scheduler.dispatchers import Dispatcher
-from parallel_scheduler.engine.locked_loop import LockedScheduler, default_owner
-from parallel_scheduler.engine.pool import BoundedPool
-from parallel_scheduler.errors import ConfigurationError
-from parallel_scheduler.process.liveness import Heartbeat
-from parallel_scheduler.process.metrics import MetricsServer
-from parallel_scheduler.process.shard_assignment import ShardAssignment, describe_shards
-from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
+from parallel_scheduler.engine.locked_loop import LockedScheduler
+from parallel_scheduler.process.assembly import ServiceParts, assemble
+from parallel_scheduler.process.shard_assignment import describe_shards
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
-from storage_adapters.shard_guard import shards_of
 
 __all__ = ["SchedulerService"]
 
@@ -52,8 +45,36 @@ STOP_GRACE = 30.0
 
 
 class SchedulerService:
-    def __init__(
-        self,
+    def __init__(self, parts: ServiceParts, *, owns_storage: bool = False) -> None:
+        """The service over ``parts`` (``assemble``'s, or ``build()``'s); ``owns_storage``:
+        ``close()`` closes the storage too."""
+        self.storage = parts.storage
+        self._owns_storage = owns_storage
+        self.settings = parts.settings
+        self.owner = parts.owner
+        #: The ``/metrics`` endpoint, or ``None`` when ``metrics_port`` is not set.
+        self.metrics = parts.metrics
+        self.delayed = parts.delayed
+        self.recurring = parts.recurring
+        #: Which shards this process serves (``None`` without shards: the one store, always).
+        self.assignment = parts.assignment
+        #: The schedulers whose loops run, one per shard in shard order (without shards:
+        #: ``[delayed]`` and ``[recurring]``).
+        self.delayed_shards = parts.delayed_shards
+        self.recurring_shards = parts.recurring_shards
+        #: This process's liveness record; its id is the lock owner, so a lock holder names it.
+        self.heartbeat = parts.heartbeat
+        self._parts = parts
+        self._threads: dict[LockedScheduler[Any], threading.Thread] = {}
+        self._threads_guard = threading.Lock()
+        self._started = False
+        self._stopped = threading.Event()
+        if self.assignment is not None:
+            self.assignment.on_change = self._assignment_changed
+
+    @classmethod
+    def build(
+        cls,
         storage: Storage,
         dispatcher: Dispatcher,
         settings: Settings | None = None,
@@ -61,106 +82,14 @@ class SchedulerService:
         owner: str | None = None,
         listeners: tuple[ReleaseListener, ...] = (),
         owns_storage: bool = False,
-    ) -> None:
-        owner = owner or default_owner()
-        settings = settings or Settings()
-        stores = shards_of(storage)
-        if len(stores) != settings.shards:
-            # The storage knows how many shards it was opened with; settings left at the
-            # default follow it, settings naming another count are a mistake to point out.
-            if settings.shards != 1:
-                raise ConfigurationError(
-                    f"the storage given has {len(stores)} shard(s) but the settings say "
-                    f"shards={settings.shards}: open it with the same count (opening_storage.py)"
-                )
-            settings = replace(settings, shards=len(stores))
-        self.storage = storage
-        self._owns_storage = owns_storage
-        #: The ``/metrics`` endpoint, or ``None`` when ``metrics_port`` is not set.
-        self.metrics: MetricsServer | None = None
-        if settings.metrics_port is not None:
-            self.metrics = MetricsServer(storage, settings.metrics_host, settings.metrics_port)
-            listeners = (*listeners, self.metrics.on_released)
-        sharded = settings.shards > 1
-        self._pools: list[BoundedPool] = []
-        if sharded:
-            self._pools = [
-                BoundedPool(settings.max_degree_of_parallelism, name)
-                for name in ("delayed", "recurring")
-            ]
-        delayed_pool, recurring_pool = self._pools or (None, None)
-        self.delayed = DelayedJobScheduler(
-            storage, dispatcher, settings, owner=owner, listeners=listeners, pool=delayed_pool
-        )
-        self.recurring = RecurringJobScheduler(
-            storage, settings, owner=owner, on_fired=self.delayed.wake, pool=recurring_pool
-        )
-        self.settings = self.delayed.settings
-        self.owner = owner
-        #: Which shards this process serves (``None`` without shards: the one store, always).
-        self.assignment: ShardAssignment | None = None
-        #: The schedulers whose loops run, one per shard in shard order (without shards:
-        #: ``[delayed]`` and ``[recurring]``).
-        self.delayed_shards: list[DelayedJobScheduler] = [self.delayed]
-        self.recurring_shards: list[RecurringJobScheduler] = [self.recurring]
-        if sharded:
-            assignment = ShardAssignment(settings.shards, owner, self._assignment_changed)
-            self.assignment = assignment
-            self.delayed_shards = [
-                DelayedJobScheduler(
-                    store,
-                    dispatcher,
-                    settings,
-                    owner=owner,
-                    listeners=listeners,
-                    shard=shard,
-                    serving=_serving(assignment, shard),
-                    pool=delayed_pool,
-                )
-                for shard, store in enumerate(stores)
-            ]
-            self.recurring_shards = [
-                RecurringJobScheduler(
-                    store,
-                    settings,
-                    owner=owner,
-                    on_fired=self.delayed_shards[shard].wake,  # its firings live in its shard
-                    shard=shard,
-                    serving=_serving(assignment, shard),
-                    pool=recurring_pool,
-                )
-                for shard, store in enumerate(stores)
-            ]
-        if self.metrics is not None:
-            for scheduler in self._all_schedulers():
-                scheduler.metrics = self.metrics.recorder
-        self._threads: dict[LockedScheduler[Any], threading.Thread] = {}
-        self._threads_guard = threading.Lock()
-        self._started = False
-        self._stopped = threading.Event()
-        #: This process's liveness record; its id is the lock owner, so a lock holder names it.
-        #: With shards, each beat also refreshes the assignment from the live instances.
-        self.heartbeat = Heartbeat(
-            storage,
-            owner,
-            self.settings,
-            {"delayed": self.delayed_shards, "recurring": self.recurring_shards},
-            served=self.served_shards,
-            on_live=None if self.assignment is None else self.assignment.update,
-        )
-        if self.metrics is not None:
-            heartbeat = self.heartbeat
-            self.metrics.recorder.follow_heartbeat(lambda: heartbeat.last_beat)
+    ) -> SchedulerService:
+        """A service for ``storage``, wired by ``assemble`` (see there)."""
+        parts = assemble(storage, dispatcher, settings, owner=owner, listeners=listeners)
+        return cls(parts, owns_storage=owns_storage)
 
     def served_shards(self) -> frozenset[int]:
         """The shards this process serves now (``{0}`` without shards)."""
         return frozenset({0}) if self.assignment is None else self.assignment.served
-
-    def _all_schedulers(self) -> list[LockedScheduler[Any]]:
-        everyone: list[LockedScheduler[Any]] = [self.delayed, self.recurring]
-        if self.assignment is not None:
-            everyone += [*self.delayed_shards, *self.recurring_shards]
-        return everyone
 
     def _looping(self) -> list[LockedScheduler[Any]]:
         """The schedulers whose loops run: every shard's, both kinds."""
@@ -246,7 +175,7 @@ class SchedulerService:
             self._stopped.set()
             threads = list(self._threads.values())
             self._threads.clear()
-        for scheduler in self._all_schedulers():
+        for scheduler in self._parts.schedulers():
             scheduler.stop()
         deadline = time.monotonic() + max(STOP_GRACE, self.settings.lock_lease)
         for thread in threads:
@@ -259,13 +188,9 @@ class SchedulerService:
 
     def close(self) -> None:
         self.stop()
-        for scheduler in self._all_schedulers():
+        for scheduler in self._parts.schedulers():
             scheduler.close()
-        for pool in self._pools:
+        for pool in self._parts.pools:
             pool.shutdown()
         if self._owns_storage:
             self.storage.close()
-
-
-def _serving(assignment: ShardAssignment, shard: int) -> Callable[[], bool]:
-    return lambda: assignment.serves(shard)

@@ -147,7 +147,8 @@ class ShardAssignment:
     ) -> None:
         self.shards = shards
         self.me = me
-        self._on_change = on_change
+        #: Called with (before, after) when the served set changes; the service sets it.
+        self.on_change = on_change
         self._guard = threading.Lock()
         self._live: frozenset[str] = frozenset({me})
         self._served: frozenset[int] = frozenset(range(shards))
@@ -175,6 +176,6 @@ class ShardAssignment:
             before = self._served
             after = shards_for(self.me, self.shards, ids)
             self._live, self._served = ids, after
-        if after != before and self._on_change is not None:
-            self._on_change(before, after)
+        if after != before and self.on_change is not None:
+            self.on_change(before, after)
         return after != before

@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     )
     storage = open_storage(settings)
     storage.setup()
-    service = SchedulerService(
+    service = SchedulerService.build(
         storage,
         CallableDispatcher(record),
         settings,

@@ -407,7 +407,7 @@ def test_service_stop_waits_for_a_pass_that_outlasts_the_lease(storage: Storage)
         time.sleep(2.5 * lease)  # a slow broker round trip, not a wait for a condition
         sent.append(job_id)
 
-    service = SchedulerService(
+    service = SchedulerService.build(
         storage, CallableDispatcher(send), Settings(lock_lease=lease, poll_interval=0.05)
     )
     service.start()

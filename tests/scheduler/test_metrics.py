@@ -196,7 +196,7 @@ def _service(tmp_path: Path, **settings: object) -> tuple[SchedulerService, Stor
     storage = storage_adapters.from_url(f"sqlite:///{tmp_path / 'svc.db'}")
     storage.setup()
     dispatcher = CallableDispatcher(lambda *call: None)
-    return SchedulerService(storage, dispatcher, Settings(**settings)), storage  # type: ignore[arg-type]
+    return SchedulerService.build(storage, dispatcher, Settings(**settings)), storage  # type: ignore[arg-type]
 
 
 def test_metrics_are_off_by_default(tmp_path: Path) -> None:

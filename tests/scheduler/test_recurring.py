@@ -208,7 +208,7 @@ def test_one_service_runs_both_schedulers_and_fires_every_second(storage: Storag
 
     client = Client(storage)
     client.recurring.save("tick", "tasks.tick", "* * * * * *", misfire_policy="skip")
-    service = SchedulerService(
+    service = SchedulerService.build(
         storage, CallableDispatcher(record), Settings(poll_interval=0.1, lock_lease=5)
     )
     service.start()
@@ -231,7 +231,7 @@ def test_firings_are_released_with_the_recurring_jobs_arguments(storage: Storage
         "mail", "tasks.mail", "0 * * * *", args=[1], kwargs={"to": "x"}, queue="mail"
     )
     make_due(storage, "mail", last_full_hour(storage))
-    service = SchedulerService(
+    service = SchedulerService.build(
         storage,
         CallableDispatcher(lambda t, a, k, o, i: sent.append((t, a, k, o))),
         Settings(poll_interval=0.1),

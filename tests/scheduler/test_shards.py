@@ -85,7 +85,7 @@ class Cluster:
     def start(self, owner: str, **overrides: Any) -> SchedulerService:
         settings = replace(self.settings, **overrides)
         storage = open_storage(settings)
-        service = SchedulerService(
+        service = SchedulerService.build(
             storage, CallableDispatcher(self.sent), settings, owner=owner, owns_storage=True
         )
         service.start()
@@ -251,7 +251,7 @@ def test_without_shards_the_record_says_shard_0_and_locks_keep_their_names(
 ) -> None:
     storage = storage_adapters.from_url(storage_url(adapter_kind, tmp_path), prefix=unique_prefix())
     storage.setup()
-    service = SchedulerService(storage, CallableDispatcher(Sent()), Settings())
+    service = SchedulerService.build(storage, CallableDispatcher(Sent()), Settings())
     try:
         assert service.assignment is None and service.served_shards() == {0}
         assert service.delayed_shards == [service.delayed]
@@ -269,7 +269,7 @@ def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(
 ) -> None:
     dispatcher = CallableDispatcher(cluster.sent)
     # Given settings left at one shard, the service runs as many shards as its storage has
-    service = SchedulerService(cluster.storage, dispatcher, Settings())
+    service = SchedulerService.build(cluster.storage, dispatcher, Settings())
     try:
         assert service.settings.shards == SHARDS
         assert len(service.delayed_shards) == len(service.recurring_shards) == SHARDS
@@ -281,7 +281,7 @@ def test_a_service_follows_its_storage_s_shard_count_and_refuses_another(
         service.close()
     # and settings naming another count are refused with both counts named
     with pytest.raises(ConfigurationError, match=r"has 8 shard.*shards=3"):
-        SchedulerService(cluster.storage, dispatcher, Settings(shards=3))
+        SchedulerService.build(cluster.storage, dispatcher, Settings(shards=3))
 
 
 @pytest.mark.parametrize(
@@ -342,7 +342,9 @@ def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resume
 def test_the_start_up_line_says_the_shards(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = SchedulerService(cluster.storage, CallableDispatcher(cluster.sent), cluster.settings)
+    service = SchedulerService.build(
+        cluster.storage, CallableDispatcher(cluster.sent), cluster.settings
+    )
     try:
         with caplog.at_level(logging.INFO, logger="parallel_scheduler.process.startup"):
             log_start(service)

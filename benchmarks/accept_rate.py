@@ -1,6 +1,6 @@
 """Accept rate: jobs stored per second through the public ``Client``, bulk and one call per job.
 
-    .venv/bin/python benchmarks/accept_rate.py \\
+    .venv/bin/python -m benchmarks.accept_rate \\
         --storage-url postgresql+psycopg://postgres@127.0.0.1:5432/test --out accept.json
 
 Two shapes, each on a fresh storage prefix, 1 warm-up then the median of 3 repetitions:
@@ -20,10 +20,10 @@ import statistics
 import sys
 from typing import Any
 
-from harness.accept_runs import accept_once
-from harness.options import add_rounds, parse_checked
-from harness.release_runs import CheckFailed, job_specs
-from harness.report import write_once
+from benchmarks.harness.accept_runs import accept_once
+from benchmarks.harness.options import add_rounds, parse_checked
+from benchmarks.harness.release_runs import CheckFailed, job_specs
+from benchmarks.harness.report import write_once
 
 
 def one_run(args: argparse.Namespace, shape: str, jobs: int, seed: int) -> dict[str, float]:

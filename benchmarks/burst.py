@@ -17,7 +17,7 @@ The shape of one repetition, for parallel-scheduler (and, with ``--peers``, for 
 gives each figure's median over them (every repetition is in the JSON). Ids and payloads come
 from ``--seed``, so every system and every run of the benchmark sees the same workload.
 
-    .venv/bin/python benchmarks/burst.py --storage-url redis://127.0.0.1:6379/0 \\
+    .venv/bin/python -m benchmarks.burst --storage-url redis://127.0.0.1:6379/0 \\
         --release-mode batch --out burst.json --markdown burst.md
 """
 
@@ -35,15 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from harness.brokers import is_redis
-from harness.burst_report import figures, markdown_report
-from harness.measure import ResourceMonitor, process_groups
-from harness.options import add_broker, add_run_options, parse_checked
-from harness.oracles import executions, oracles, wait_for_completion
-from harness.peers import PEERS, SYSTEMS, parse_peers
-from harness.report import conclude, environment, options
-from harness.systems import BurstConfig, ParallelScheduler, RunContext, System
-from harness.workloads import plan_jobs, schedule_concurrently
+
+from benchmarks.harness.brokers import is_redis
+from benchmarks.harness.burst_report import figures, markdown_report
+from benchmarks.harness.measure import ResourceMonitor, process_groups
+from benchmarks.harness.options import add_broker, add_run_options, parse_checked
+from benchmarks.harness.oracles import executions, oracles, wait_for_completion
+from benchmarks.harness.peers import PEERS, SYSTEMS, parse_peers
+from benchmarks.harness.report import conclude, environment, options
+from benchmarks.harness.systems import BurstConfig, ParallelScheduler, RunContext, System
+from benchmarks.harness.workloads import plan_jobs, schedule_concurrently
 
 # -- one repetition --------------------------------------------------------------------------------
 

@@ -1,12 +1,12 @@
 """Crash and stall bounds: the lock holder SIGKILLed or SIGSTOPped mid-release, per release path,
 with every job counted. A count, not a speed figure; not a CI test (``tests/faults`` holds those).
 
-    .venv/bin/python benchmarks/crash_bounds.py       # 10,000 jobs (50,000 on the fast paths)
-    .venv/bin/python benchmarks/crash_bounds.py --jobs 1000 --paths batch --faults SIGSTOP
+    .venv/bin/python -m benchmarks.crash_bounds       # 10,000 jobs (50,000 on the fast paths)
+    .venv/bin/python -m benchmarks.crash_bounds --jobs 1000 --paths batch --faults SIGSTOP
 
 For each release path and each fault it stores ``--jobs`` due jobs (``--fast-jobs`` on the two
 fast paths, which would otherwise be done before the fault lands), starts two real scheduler
-processes (``tests/faults/scheduler_process.py``) with the project's default settings unless
+processes (``devtools.scheduler_process``) with the project's default settings unless
 given, and strikes the lock holder once ``--strike-at`` of the jobs went out:
 
 * ``SIGKILL``: the other process takes the lock over and releases everything;
@@ -23,7 +23,7 @@ printed beside each row is ``max_degree_of_parallelism`` jobs for ``per_job``,
 ``min(batch_size, max_degree_of_parallelism * chunk)`` for the chunked paths (``CHUNK``, or on
 PostgreSQL ``TRANSACTION_CHUNK``: ``delayed_scheduler.chunk_for``), 0 for one script.
 
-It starts its own PostgreSQL and Redis (``harness/servers.py``, the benchmarks' launcher:
+It starts its own PostgreSQL and Redis (``devtools.servers``, the throwaway servers' launcher:
 installed binaries, free ports, temporary directories) and never touches a shared server.
 ``--out`` appends each row as JSON; the table, the command, the commit and the load average are
 printed at the end.
@@ -46,18 +46,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.servers import PostgresServer, RedisServer, new_workdir
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import storage_adapters  # noqa: E402
-from parallel_scheduler import Settings  # noqa: E402
-from parallel_scheduler.delayed.paths import CHUNK, TRANSACTION_CHUNK  # noqa: E402
-from storage_adapters import JobState, NewJob, Storage  # noqa: E402
-from tests.faults.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids  # noqa: E402
-from tests.faults.harness import SchedulerProcess, lock_holder_process, read_dispatches  # noqa: E402
-from tests.waiting import wait_until  # noqa: E402
+import storage_adapters
+from devtools.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids
+from devtools.processes import ROOT
+from devtools.scheduler_process import SchedulerProcess, lock_holder_process, read_dispatches
+from devtools.servers import PostgresServer, RedisServer, new_workdir
+from devtools.waiting import wait_until
+from parallel_scheduler import Settings
+from parallel_scheduler.delayed.paths import CHUNK, TRANSACTION_CHUNK
+from storage_adapters import JobState, NewJob, Storage
 
 LATE_WARNING = "was sent after its claim expired"
 IN_TIME_WARNING = "whose send started while their claim was valid"
@@ -301,7 +298,7 @@ def main(argv: list[str]) -> int:
     print()
     print(table(rows))
     print(
-        f"\ncommand: .venv/bin/python benchmarks/crash_bounds.py {' '.join(argv)}".rstrip()
+        f"\ncommand: .venv/bin/python -m benchmarks.crash_bounds {' '.join(argv)}".rstrip()
         + f"\ncommit: {commit}; chunk {CHUNK} ({TRANSACTION_CHUNK} on PostgreSQL); "
         f"parallelism {ns.parallelism}, batch "
         f"{ns.batch_size}, lease {ns.lock_lease} s, poll {ns.poll_interval} s, dispatch delay "

@@ -14,7 +14,7 @@ One run, on one storage server (``--storage-url``), under a fresh prefix (droppe
 The verdict: every page's p99 within ``--budget-ms``. ``--out`` (JSON) is never overwritten.
 The full size is 1,000,000 jobs, on PostgreSQL and on Redis; smoke-run it small:
 
-    .venv/bin/python benchmarks/dashboard_pages.py \
+    .venv/bin/python -m benchmarks.dashboard_pages \
         --storage-url redis://127.0.0.1:6379/0 --jobs 1000
 """
 
@@ -27,9 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.report import conclude, environment, ms_summary, options, refuse_existing
-
 import storage_adapters
+from benchmarks.harness.report import conclude, environment, ms_summary, options, refuse_existing
 from parallel_scheduler import Client
 from parallel_scheduler.dashboard import create_app
 from storage_adapters import NewJob, Storage

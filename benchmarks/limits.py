@@ -1,8 +1,8 @@
 """Paths vs limits: the project's release and accept paths beside the hardware's raw limits,
 measured interleaved in one run, each path printed as a ratio to its limit.
 
-    .venv/bin/python benchmarks/limits.py --out limits.json
-    .venv/bin/python benchmarks/limits.py --only redis-release accept-pg-bulk --jobs 50000
+    .venv/bin/python -m benchmarks.limits --out limits.json
+    .venv/bin/python -m benchmarks.limits --only redis-release accept-pg-bulk --jobs 50000
 
 Groups (``--only`` takes group names, or ``group/item`` for one item; a path brings its limits):
 
@@ -38,10 +38,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.limit_items import ITEMS, Item, Run
-from harness.options import add_rounds, parse_checked
-from harness.report import conclude, environment, load_average, options
-
+from benchmarks.harness.limit_items import ITEMS, Item, Run
+from benchmarks.harness.options import add_rounds, parse_checked
+from benchmarks.harness.report import conclude, environment, load_average, options
 from parallel_scheduler import Settings
 
 

@@ -27,7 +27,7 @@ memory; its growth per call times 1,000,000 is the **extrapolated** size of a pl
 holding the million (not measured: that would need ~8 GiB and a very long run).
 ``--plain-celery-jobs 0`` skips it.
 
-    .venv/bin/python benchmarks/memory.py --out memory-1m.json
+    .venv/bin/python -m benchmarks.memory --out memory-1m.json
 
 ``--out`` is never overwritten.
 """
@@ -44,20 +44,22 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from harness.brokers import delete_celery_queue, queue_length
-from harness.delayed_calls import MILLION, run_plain
-from harness.measure import MIB, PeakSampler, settled_rss
-from harness.memory_report import summary
-from harness.options import add_broker, add_run_options, parse_checked
-from harness.oracles import executions, oracles
-from harness.processes import ready_count, start_process, stop_process, wait_until
-from harness.report import conclude, environment, load_average, options
-from harness.service_process import ServiceConfig, ServiceProcess
-from harness.systems import BurstConfig, RunContext, scenario_environment
-from harness.waiting_jobs import specs, storage_footprint, store_waiting
-from harness.workloads import Scheduling, plan_jobs
 
 import storage_adapters
+from benchmarks.harness.brokers import delete_celery_queue, queue_length
+from benchmarks.harness.celery_apps import ready_count
+from benchmarks.harness.delayed_calls import MILLION, run_plain
+from benchmarks.harness.measure import MIB, PeakSampler, settled_rss
+from benchmarks.harness.memory_report import summary
+from benchmarks.harness.options import add_broker, add_run_options, parse_checked
+from benchmarks.harness.oracles import executions, oracles
+from benchmarks.harness.report import conclude, environment, load_average, options
+from benchmarks.harness.service_process import ServiceConfig, ServiceProcess
+from benchmarks.harness.systems import BurstConfig, RunContext, scenario_environment
+from benchmarks.harness.waiting_jobs import specs, storage_footprint, store_waiting
+from benchmarks.harness.workloads import Scheduling, plan_jobs
+from devtools.processes import start_process, stop_process
+from devtools.waiting import seconds_until
 from parallel_scheduler import Client, Settings
 
 TARGET_SCHEDULER_BYTES = 150 * 1000 * 1000  # the issue's 150 MB
@@ -68,17 +70,17 @@ DEFAULT_STORAGES = ("postgresql://postgres@127.0.0.1:5432/test", "redis://127.0.
 
 
 def start_plugin_worker(ctx: RunContext, cfg: BurstConfig) -> subprocess.Popen[bytes]:
-    """``celery -A harness.celery_apps worker --parallel-scheduler`` with the plugin installed,
-    one pool child."""
+    """``celery -A benchmarks.harness.celery_apps worker --parallel-scheduler`` with the plugin
+    installed, one pool child."""
     env = scenario_environment(ctx, cfg, BENCH_STORAGE_URL=cfg.storage_url, BENCH_PREFIX=ctx.prefix)
     command = [
-        sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker", "--pool=prefork",
-        "--concurrency=1", "-Q", ctx.queue, "--without-gossip", "--without-mingle",
-        "--without-heartbeat", "--loglevel=WARNING", f"--hostname=m1m-{ctx.run_id}@%h",
-        "--parallel-scheduler",
+        sys.executable, "-m", "celery", "-A", "benchmarks.harness.celery_apps", "worker",
+        "--pool=prefork", "--concurrency=1", "-Q", ctx.queue, "--without-gossip",
+        "--without-mingle", "--without-heartbeat", "--loglevel=WARNING",
+        f"--hostname=m1m-{ctx.run_id}@%h", "--parallel-scheduler",
     ]  # fmt: skip
     worker = start_process(command, env, ctx.folder / "worker.log")
-    wait_until(
+    seconds_until(
         lambda: ready_count(ctx.folder) >= 1, "the plugin worker becoming ready", 120, [worker]
     )
     return worker
@@ -140,7 +142,7 @@ def measure(
         probes = plan_jobs(ns.seed, "probes", ns.probes, client.storage.now() + 3.0, 2.0, 16)
         probing = Scheduling(started=time.time())
         probing.created = sum(r.created for r in client.schedule_many(specs(probes, -1, ctx.queue)))
-        wait_until(
+        seconds_until(
             lambda: results.llen(ctx.results_key) >= ns.probes,
             "the probes running",
             ns.timeout,

@@ -25,7 +25,7 @@ The verdict: full/empty of p50 and p99 pass time and p99 lateness each within ``
 (10 %), and the size after the purge within ``--tolerance`` of the start (Redis). ``--out``
 (JSON) is never overwritten. The full size is 1,000,000 jobs; smoke-run it small:
 
-    .venv/bin/python benchmarks/purge.py --storage-url redis://127.0.0.1:6379/0 --jobs 2000
+    .venv/bin/python -m benchmarks.purge --storage-url redis://127.0.0.1:6379/0 --jobs 2000
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from harness.report import conclude, environment, ms_summary, options, refuse_existing
 
 import storage_adapters
+from benchmarks.harness.report import conclude, environment, ms_summary, options, refuse_existing
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine.stats import PassStats

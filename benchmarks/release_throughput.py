@@ -1,8 +1,8 @@
 """Release throughput: due jobs moved from storage into a real Celery broker, per release path.
 
-    .venv/bin/python benchmarks/release_throughput.py --broker redis \\
+    .venv/bin/python -m benchmarks.release_throughput --broker redis \\
         --storage-url redis://127.0.0.1:6379/0 --jobs 50000 --out release.json
-    .venv/bin/python benchmarks/release_throughput.py --broker amqp --jobs 50000 --batch-size 1000
+    .venv/bin/python -m benchmarks.release_throughput --broker amqp --jobs 50000 --batch-size 1000
 
 Redis broker paths: per-job claims + send_task, batch claim + send_task, batch claim + the Redis
 fast publish, and the same with broker messages built at accept time (which, on one Redis server
@@ -29,9 +29,9 @@ import statistics
 import sys
 from typing import Any
 
-from harness.options import add_rounds, parse_checked
-from harness.release_runs import CheckFailed, ReleasePath, release_once
-from harness.report import load_average, write_once
+from benchmarks.harness.options import add_rounds, parse_checked
+from benchmarks.harness.release_runs import CheckFailed, ReleasePath, release_once
+from benchmarks.harness.report import load_average, write_once
 
 #: broker -> path -> how it is configured
 PATHS = {

@@ -2,12 +2,12 @@
 shards, on a Redis Cluster and on PostgreSQL, with the CPU each process and each storage node
 spends per 1,000 jobs, so the figure for more machines can be projected.
 
-    .venv/bin/python benchmarks/scale_out.py --out scale_out.jsonl
-    .venv/bin/python benchmarks/scale_out.py --storages postgresql --processes 1 2 --pg-jobs 20000
+    .venv/bin/python -m benchmarks.scale_out --out scale_out.jsonl
+    .venv/bin/python -m benchmarks.scale_out --storages postgresql --processes 1 2 --pg-jobs 20000
 
 Each run: N jobs due now are preloaded into a fresh prefix split into ``--shards`` shards (not
 timed with the release), P processes each running the product's ``SchedulerService`` with those
-shards (harness/scale_out_process.py) load and connect, then start together; the run is timed
+shards (devtools/scheduler_process.py) load and connect, then start together; the run is timed
 from the start signal to the latest hand-off in any process, and checked before its figure is
 kept: every id dispatched exactly once across the processes, nothing left Scheduled or Claimed,
 all N Enqueued. A failed check is reported and the command exits 1.
@@ -44,7 +44,6 @@ earlier ones) with the commit, load average, command and parameters.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -53,25 +52,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.release_runs import CheckFailed
-from harness.report import append_record, environment, load_average, options
-from harness.scale_out_runs import RunConfig, release_run
+from benchmarks.harness.release_runs import CheckFailed
+from benchmarks.harness.report import append_record, environment, load_average, options
+from benchmarks.harness.scale_out_runs import RunConfig, release_run
+from devtools import redis_cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("redis-cluster", "postgresql")
 #: machines the projection is printed for
 PROJECTED = (1, 2, 4, 8, 16)
-
-
-def _cluster_script() -> Any:
-    """``scripts/redis_cluster.py`` as a module (the scripts folder is not a package)."""
-    path = ROOT / "scripts" / "redis_cluster.py"
-    spec = importlib.util.spec_from_file_location("redis_cluster_script", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["redis_cluster_script"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _url(kind: str, args: argparse.Namespace) -> str:
@@ -149,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--redis-cluster-url",
         help="a local cluster (redis+cluster://host:port,...); default: a throwaway one from "
-        "scripts/redis_cluster.py, stopped at the end",
+        "devtools/redis_cluster.py, stopped at the end",
     )
     p.add_argument("--postgresql-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     p.add_argument("--pg-cores", type=int, default=os.cpu_count() or 1)
@@ -169,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--processes, --shards, --redis-jobs and --pg-jobs must be >= 1")
     cluster = None
     if "redis-cluster" in args.storages and not args.redis_cluster_url:
-        cluster = _cluster_script().start()
+        cluster = redis_cluster.start()
         args.redis_cluster_url = cluster.url
     document: dict[str, Any] = {
         "benchmark": "scale_out",

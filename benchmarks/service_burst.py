@@ -13,7 +13,7 @@ service figure should be within 15% of the pass figure; a larger gap is a defect
 ``--recurring N`` adds the recurring scheduler's row: N recurring jobs whose first tick is one
 instant (an hourly interval starting then), fired and released by the same two runs;
 ``--shards S`` runs everything on a store split into S shards. Each prefix is dropped after its
-run. ``--limits`` also runs ``benchmarks/limits.py`` at the same size in the same run and puts
+run. ``--limits`` also runs ``benchmarks.limits`` at the same size in the same run and puts
 its figure for the same path (and the raw limit of that storage) beside each delayed row.
 ``--repetitions R`` runs each pair R times, pass and service in turn, and reports the medians
 (every sample is kept in the JSON); the service's fixed cost is reported as ``first_message_s``,
@@ -40,6 +40,7 @@ from typing import Any
 import redis
 
 from benchmarks.harness.limit_items import ONE_SCRIPT, RAW_LUA, RAW_PG
+from devtools.processes import ROOT
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
 from storage_adapters import from_url
@@ -204,11 +205,12 @@ def limits_figures(storages: list[str], jobs: int, out: Path) -> dict[str, Any]:
     groups = sorted({LIMITS_ITEMS[(storage, False)][0] for storage in storages})
     subprocess.run(
         [
-            *(sys.executable, str(Path(__file__).with_name("limits.py"))),
+            *(sys.executable, "-m", "benchmarks.limits"),
             *("--jobs", str(jobs), "--repetitions", "1", "--warmup", "0", "--token-chars", "8"),
             *("--redis-url", REDIS, "--postgresql-url", POSTGRESQL, "--out", str(out)),
             *("--only", *groups),
         ],
+        cwd=ROOT,
         check=True,
         stdout=subprocess.DEVNULL,
     )

@@ -1,22 +1,23 @@
 """Scale and soak: a due batch is as fast to fetch among 1,000,000 stored jobs as among 10,000,
 and a scheduler process's memory stays flat over a long release run. Not a CI test.
 
-    .venv/bin/python benchmarks/soak.py --throwaway              # its own PostgreSQL, 10 minutes
-    .venv/bin/python benchmarks/soak.py --storage-url postgresql://app@db/jobs --minutes 30
+    .venv/bin/python -m benchmarks.soak --throwaway              # its own PostgreSQL, 10 minutes
+    .venv/bin/python -m benchmarks.soak --storage-url postgresql://app@db/jobs --minutes 30
 
 1. Scale. 10,000 jobs are stored due (due times spread over the past hour), and
    ``fetch_due_ids(1000)`` is timed; then 990,000 more are stored due in the next 30 days (the
    backlog a busy system keeps) and it is timed again. PostgreSQL's plan for the due query is
    printed at both sizes (``EXPLAIN (ANALYZE, BUFFERS)``, after ``ANALYZE``, as autovacuum would
    leave the table).
-2. Soak. A real scheduler process (``SchedulerService``: the delayed and recurring schedulers,
-   with the project's default settings unless given) runs for ``--minutes`` while this process
-   stores ``--rate`` due jobs per second on top of the 1,000,000. Its RSS is sampled with psutil
-   every ``--sample-every`` seconds and printed as a table with what it released meanwhile. The
-   dispatcher only counts jobs: the figure is the scheduler's own memory, not a broker's.
+2. Soak. A real scheduler process (``devtools.scheduler_process``: ``SchedulerService``, the
+   delayed and recurring schedulers, with the project's default settings unless given) runs for
+   ``--minutes`` while this process stores ``--rate`` due jobs per second on top of the
+   1,000,000. Its RSS is sampled with psutil every ``--sample-every`` seconds and printed as a
+   table with what it released meanwhile. The dispatcher only counts jobs: the figure is the
+   scheduler's own memory, not a broker's.
 
 ``--throwaway`` starts a PostgreSQL of its own (from the installed binaries, on a free port, in a
-temporary directory; the harness's launcher, ``harness/servers.py``) instead of using
+temporary directory; the throwaway servers' launcher, ``devtools.servers``) instead of using
 ``--storage-url``, so a soak never loads a shared server. The prefix is dropped at the end unless
 ``--keep``.
 """
@@ -25,20 +26,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import psutil
-from harness.due_fetch import FETCH, SMALL, at, explain_due_query, store, time_fetch
 
 import storage_adapters
+from benchmarks.harness.due_fetch import FETCH, SMALL, at, explain_due_query, store, time_fetch
+from devtools.scheduler_process import SchedulerProcess
 from storage_adapters import Storage
 
 
@@ -90,20 +89,18 @@ class Producer(threading.Thread):
 def soak(args: argparse.Namespace, url: str, prefix: str, storage: Storage) -> None:
     workdir = Path(os.environ.get("TMPDIR", "/tmp")) / f"soak-{prefix}"
     workdir.mkdir(parents=True, exist_ok=True)
-    counter = workdir / "released"
-    command = [
-        sys.executable, __file__, "--child", "--storage-url", url, "--prefix", prefix,
-        "--counter", str(counter), "--release-mode", args.release_mode,
-        "--parallelism", str(args.parallelism), "--batch-size", str(args.batch_size),
-    ]  # fmt: skip
     print(
         f"\n== soak: {args.minutes:g} min, {args.rate:,} due jobs/s stored on top of "
         f"{args.jobs:,}, release_mode={args.release_mode}, parallelism={args.parallelism}, "
         f"batch_size={args.batch_size}",
         flush=True,
     )
-    with (workdir / "scheduler.log").open("wb") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    # its status file says how many it released so far (a count: no id is kept in memory)
+    child = SchedulerProcess(
+        workdir, "scheduler", url, [prefix], service=True, record=False, status=True,
+        release_mode=args.release_mode, parallelism=args.parallelism,
+        batch_size=args.batch_size, log_level="WARNING",
+    )  # fmt: skip
     producer = Producer(storage, args.rate, args.jobs)
     process = psutil.Process(child.pid)
     samples: list[tuple[float, float, int]] = []
@@ -113,10 +110,10 @@ def soak(args: argparse.Namespace, url: str, prefix: str, storage: Storage) -> N
     producer.start()
     try:
         while (elapsed := time.monotonic() - began) < args.minutes * 60:
-            if child.poll() is not None:
-                raise SystemExit(f"the scheduler exited ({child.returncode}); see {workdir}")
+            if not child.alive():
+                raise SystemExit(f"the scheduler exited ({child.poll()}); see {workdir}")
             rss = process.memory_info().rss / 2**20
-            released = int(counter.read_text() or 0) if counter.exists() else 0
+            released = int(child.status()["released"])
             rate = (released - samples[-1][2]) / (elapsed - samples[-1][0]) if samples else 0.0
             samples.append((elapsed, rss, released))
             print(
@@ -128,9 +125,8 @@ def soak(args: argparse.Namespace, url: str, prefix: str, storage: Storage) -> N
     finally:
         producer.halt.set()
         producer.join()
-        child.send_signal(signal.SIGTERM)
-        child.wait(timeout=120)
-    summarise(samples, child.returncode)
+        status = child.stop(timeout=120)
+    summarise(samples, status)
 
 
 def summarise(samples: list[tuple[float, float, int]], status: int) -> None:
@@ -148,47 +144,6 @@ def summarise(samples: list[tuple[float, float, int]], status: int) -> None:
     )
 
 
-def child_main(args: argparse.Namespace) -> int:
-    """The scheduler process: the real service, with a dispatcher that only counts."""
-    import logging
-
-    from parallel_scheduler import CallableDispatcher, Settings
-    from parallel_scheduler.process.service import SchedulerService
-
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    released = 0
-    lock = threading.Lock()
-
-    def count(task: str, a: Any, k: Any, options: Any, job_id: str) -> None:
-        nonlocal released
-        with lock:
-            released += 1
-
-    def report() -> None:
-        while True:
-            Path(args.counter + ".tmp").write_text(str(released))
-            os.replace(args.counter + ".tmp", args.counter)
-            time.sleep(1)
-
-    settings = Settings(
-        release_mode=args.release_mode,
-        max_degree_of_parallelism=args.parallelism,
-        batch_size=args.batch_size,
-    )
-    storage = storage_adapters.from_url(
-        args.storage_url, prefix=args.prefix, pool_size=args.parallelism
-    )
-    service = SchedulerService.build(
-        storage, CallableDispatcher(count), settings, owns_storage=True
-    )
-    threading.Thread(target=report, daemon=True).start()
-    try:
-        service.run()
-    finally:
-        service.close()
-    return 0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage-url", default=os.environ.get(
@@ -203,16 +158,11 @@ def main() -> int:
     parser.add_argument("--parallelism", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--keep", action="store_true", help="keep the jobs (do not drop)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--prefix", help=argparse.SUPPRESS)
-    parser.add_argument("--counter", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        return child_main(args)
     server = None
     url = args.storage_url
     if args.throwaway:
-        from harness.servers import PostgresServer, new_workdir
+        from devtools.servers import PostgresServer, new_workdir
 
         server = PostgresServer(new_workdir("soak", prefix="ps-bench"))
         server.start()

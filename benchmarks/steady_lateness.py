@@ -38,7 +38,7 @@ between passes shows whether ``poll_interval`` ever bounded the lateness.
 
 Ids and payloads come from ``--seed``. ``--out`` (JSON) is never overwritten.
 
-    .venv/bin/python benchmarks/steady_lateness.py \\
+    .venv/bin/python -m benchmarks.steady_lateness \\
         --storage-url postgresql://postgres@127.0.0.1:5432/test --out steady-pg.json
 """
 
@@ -55,23 +55,23 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from harness.lateness import (
+
+from benchmarks.harness.lateness import (
     RssTimeline,
     Window,
     clock_offset,
     figures,
     machine_cpu,
 )
-from harness.measure import ResourceMonitor, process_groups
-from harness.options import add_broker, add_run_options, parse_checked
-from harness.oracles import executions, oracles
-from harness.oracles import wait_for_completion as wait_for_executions
-from harness.report import conclude, environment, load_average, options
-from harness.service_system import ServiceScheduler as SteadyScheduler
-from harness.steady_report import TARGET_P99_MS, summary
-from harness.systems import BurstConfig, RunContext
-from harness.workloads import plan_jobs, schedule_concurrently
-
+from benchmarks.harness.measure import ResourceMonitor, process_groups
+from benchmarks.harness.options import add_broker, add_run_options, parse_checked
+from benchmarks.harness.oracles import executions, oracles
+from benchmarks.harness.oracles import wait_for_completion as wait_for_executions
+from benchmarks.harness.report import conclude, environment, load_average, options
+from benchmarks.harness.service_system import ServiceScheduler as SteadyScheduler
+from benchmarks.harness.steady_report import TARGET_P99_MS, summary
+from benchmarks.harness.systems import BurstConfig, RunContext
+from benchmarks.harness.workloads import plan_jobs, schedule_concurrently
 from parallel_scheduler import Settings
 
 DEFAULTS = Settings()

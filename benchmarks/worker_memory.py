@@ -18,7 +18,7 @@ within ``--timeout`` is reported as such, with its RSS at the deadline: with Rab
 py-amqp 5.4) the plain worker raised its prefetch by one or two messages a second after the first
 burst, so (a) there would take hours to settle; Redis is the default broker for that reason.
 
-    .venv/bin/python benchmarks/worker_memory.py --jobs 100000 --out worker-memory.json
+    .venv/bin/python -m benchmarks.worker_memory --jobs 100000 --out worker-memory.json
 
 ``--out`` never replaces an existing file. Everything the run creates (its queue, storage prefix,
 worker processes) is removed at the end. The worker runs the harness's Celery app
@@ -35,9 +35,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.celery_apps import ETA_THRESHOLD
-from harness.delayed_calls import COUNTDOWN, Result, run_scenario
-from harness.report import refuse_existing
+from benchmarks.harness.celery_apps import ETA_THRESHOLD
+from benchmarks.harness.delayed_calls import COUNTDOWN, Result, run_scenario
+from benchmarks.harness.report import refuse_existing
 
 # -- reporting -----------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ fresh virtualenvs and runs what a user would:
    round trip works.
 
 Servers come from ``PARALLEL_SCHEDULER_TEST_REDIS_URL`` and
-``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL`` (exported by ``scripts/test_services.py``), else the
-local defaults. Everything it starts is
+``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL`` (exported by ``python -m devtools.services start``),
+else the local defaults. Everything it starts is
 stopped by process id; keys and tables live under a unique name and are removed at the end. On
 failure it says which step failed, prints the processes' logs and keeps the temporary directory.
 Usage: ``.venv/bin/python scripts/package_check.py``.
@@ -100,6 +100,9 @@ def build_wheel(tmp: Path) -> Path:
             n.startswith("storage_adapters/redis/lua/") for n in names
         ),
         "py.typed in the wheel": "parallel_scheduler/py.typed" in names,
+        "no developers' tools, tests or benchmarks in the wheel": not [
+            n for n in names if n.startswith(("devtools/", "tests/", "benchmarks/", "scripts/"))
+        ],
         "License-Expression: MIT": "License-Expression: MIT" in text,
         "a Homepage project URL": "Project-URL: Homepage," in text,
         "an Issues project URL": "Project-URL: Issues," in text,

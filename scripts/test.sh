@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-exports=$(.venv/bin/python scripts/test_services.py start)
+exports=$(.venv/bin/python -m devtools.services start)
 eval "$exports"
-trap '.venv/bin/python scripts/test_services.py stop' EXIT
+trap '.venv/bin/python -m devtools.services stop' EXIT
 # One command per line: `set -e` does not stop on the left side of a failing `a && b`.
 echo "== ruff"
 .venv/bin/ruff check .

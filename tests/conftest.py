@@ -5,15 +5,13 @@ under ``CI=true``, where a skipped storage test would hide a broken adapter. The
 from ``PARALLEL_SCHEDULER_TEST_POSTGRESQL_URL``, ``PARALLEL_SCHEDULER_TEST_REDIS_URL`` and, for the
 RabbitMQ broker, ``PARALLEL_SCHEDULER_TEST_RABBITMQ_URL``. The Redis Cluster tests use
 ``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL`` (``redis+cluster://host:port,...``); without it, the
-first test that needs a cluster starts a throwaway one (``scripts/redis_cluster.py``) for the
+first test that needs a cluster starts a throwaway one (``devtools.redis_cluster``) for the
 session.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 import storage_adapters
+from devtools import redis_cluster as cluster_launcher
 from storage_adapters import Storage
 
 POSTGRESQL_URL = os.environ.get(
@@ -40,25 +39,13 @@ _cluster: list[Any] = []  # the throwaway Redis Cluster this session started, if
 _killable: list[Any] = []  # the session's cluster for tests that kill nodes (own_redis_cluster)
 
 
-def cluster_script() -> Any:
-    """``scripts/redis_cluster.py`` as a module (the scripts folder is not a package)."""
-    if "redis_cluster_script" not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "scripts" / "redis_cluster.py"
-        spec = importlib.util.spec_from_file_location("redis_cluster_script", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["redis_cluster_script"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["redis_cluster_script"]
-
-
 def throwaway_cluster() -> Any:
     """The Redis Cluster this session started, starting it now if needed; ``None`` when the
     environment names one (then no test may kill its nodes). Stopped at the session's end."""
     if os.environ.get(REDIS_CLUSTER_ENV):
         return None
     if not _cluster:
-        _cluster.append(cluster_script().start())
+        _cluster.append(cluster_launcher.start())
     return _cluster[0]
 
 
@@ -173,18 +160,17 @@ def made_by(make: Callable[..., T], end: Callable[[T], object]) -> Iterator[Call
 
 @pytest.fixture
 def own_redis_cluster() -> Iterator[Any]:
-    """A throwaway Redis Cluster this session started (``scripts/redis_cluster.py``), never the one
+    """A throwaway Redis Cluster this session started (``devtools.redis_cluster``), never the one
     the environment names, for a test that kills one of its masters. The tests that kill share
     it (starting six nodes and creating the cluster costs ~2.5 s, bringing a killed node back
     ~0.5 s): after each, every node it killed is started again (it rejoins as a replica), every
     slot is served and every master has its replica online, and every key is deleted, so the next
     test finds a whole, empty cluster; one that cannot be made whole again is stopped, and the
     next test gets a new one. Stopped by its recorded pids at the session's end."""
-    script = cluster_script()
     if not _killable:
         try:
-            _killable.append(script.start())
-        except script.MissingBinaryError as exc:
+            _killable.append(cluster_launcher.start())
+        except cluster_launcher.MissingBinaryError as exc:
             if IN_CI:
                 pytest.fail(str(exc))
             pytest.skip(str(exc))

@@ -1,8 +1,7 @@
-"""What every benchmark scenario shares: servers, processes, Celery apps, workloads, oracles,
-measuring and reporting.
+"""What every benchmark scenario shares: Celery apps, workloads, oracles, measuring and reporting.
 
-Modules import each other relatively and nothing here imports a scenario, so the package works
-both as ``harness`` (a scenario run as ``python benchmarks/<scenario>.py``, whose folder is
-``sys.path[0]``) and as ``benchmarks.harness`` (the tests and ``scripts/test_services.py``, which
-need only ``servers``). This file imports nothing, so ``servers`` can be used without Celery.
+Scenarios run as modules from the repository root (``.venv/bin/python -m benchmarks.<scenario>``)
+and import ``benchmarks.harness.*`` and ``devtools.*`` (the throwaway servers, the scheduler
+process, child processes and waiting) as packages; the workers they start run from the root too
+(``celery -A benchmarks.harness.celery_apps``). Nothing here imports a scenario.
 """

@@ -6,8 +6,8 @@ to one Redis list, so an id missing was lost and an id present twice ran twice) 
 never runs (``noop``, for calls due an hour later); with ``storage_url`` parallel-scheduler is
 installed (``eta_threshold`` 60 s), so ``--parallel-scheduler`` runs its bootstep in the worker.
 
-``celery -A harness.celery_apps worker`` builds ``app`` from the ``BENCH_*`` variables the
-scenario sets (``processes.worker_environment``): ``BENCH_BROKER_URL``, ``BENCH_QUEUE``,
+``celery -A benchmarks.harness.celery_apps worker`` builds ``app`` from the ``BENCH_*`` variables
+the scenario sets (``devtools.processes.clean_environment``): ``BENCH_BROKER_URL``, ``BENCH_QUEUE``,
 ``BENCH_TASK``, ``BENCH_ISOLATED``, ``BENCH_STORAGE_URL``/``BENCH_PREFIX`` (the plugin),
 ``BENCH_RESULTS_URL``/``BENCH_RESULTS_KEY`` (the execution list), ``BENCH_READY_DIR`` (one
 ready file per worker) and ``BENCH_STATS_FILE`` (ready and messages received, as JSON).
@@ -25,7 +25,14 @@ from typing import Any
 
 import redis
 
-__all__ = ["CELERY_TASK", "ETA_THRESHOLD", "NOOP_TASK", "announce_ready", "build_celery_app"]
+__all__ = [
+    "CELERY_TASK",
+    "ETA_THRESHOLD",
+    "NOOP_TASK",
+    "announce_ready",
+    "build_celery_app",
+    "ready_count",
+]
 
 CELERY_TASK = "bench.burst.record"
 NOOP_TASK = "bench.noop"
@@ -110,6 +117,11 @@ def announce_ready(**_: Any) -> None:
     folder = os.environ.get("BENCH_READY_DIR")
     if folder:
         (Path(folder) / f"ready-{os.getpid()}").write_text("ready")
+
+
+def ready_count(folder: Path) -> int:
+    """Workers that announced readiness (``announce_ready``) in ``folder``."""
+    return len(list(folder.glob("ready-*")))
 
 
 class ReceivedCounter:

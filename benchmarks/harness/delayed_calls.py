@@ -19,7 +19,8 @@ from typing import Any
 from benchmarks.harness.brokers import delete_celery_queue, queue_length
 from benchmarks.harness.celery_apps import NOOP_TASK, build_celery_app, read_stats
 from benchmarks.harness.measure import MIB, PeakSampler, settled_rss
-from benchmarks.harness.processes import start_process, stop_process, wait_for, worker_environment
+from devtools.processes import clean_environment, start_process, stop_process
+from devtools.waiting import seconds_until_or_none
 
 __all__ = ["COUNTDOWN", "MILLION", "Result", "run_plain", "run_scenario"]
 
@@ -51,7 +52,7 @@ def running_worker(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real ``celery worker`` for the benchmark app, ended by its pid however the run ends."""
     command = [
-        sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker",
+        sys.executable, "-m", "celery", "-A", "benchmarks.harness.celery_apps", "worker",
         "-Q", env["BENCH_QUEUE"], "-c", str(concurrency), "--without-gossip", "--without-mingle",
         "--without-heartbeat", "--loglevel=WARNING", f"--hostname=wm-{env['BENCH_QUEUE']}@%h",
         *(["--parallel-scheduler"] if plugin else []),
@@ -72,7 +73,7 @@ def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
     with tempfile.TemporaryDirectory(prefix="ps-worker-memory-") as tmp:
         folder = Path(tmp)
         stats = folder / "stats.json"
-        env = worker_environment(
+        env = clean_environment(
             BENCH_BROKER_URL=ns.broker,
             BENCH_QUEUE=queue,
             BENCH_TASK="noop",
@@ -96,7 +97,8 @@ def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
                         raise SystemExit(f"worker_memory: the {name} worker exited:\n{log}")
                     return bool(read_stats(stats).get("ready"))
 
-                if wait_for(worker_up, f"the {name} worker becoming ready", timeout=120) is None:
+                becoming_ready = f"the {name} worker becoming ready"
+                if seconds_until_or_none(worker_up, becoming_ready, timeout=120) is None:
                     raise SystemExit(f"worker_memory: the {name} worker did not start")
                 before = settled_rss(worker.pid, ns.window)
                 print(f"{name}: worker ready, RSS {before / MIB:.1f} MiB; scheduling {ns.jobs:,}")
@@ -136,7 +138,7 @@ def _settle(
     """Wait until every call is where it will wait: (seconds it took, calls in storage)."""
     if not plugin:
         # Every message consumed by the worker, none left in the broker.
-        seconds = wait_for(
+        seconds = seconds_until_or_none(
             lambda: (
                 int(read_stats(stats).get("received", 0)) >= ns.jobs
                 and queue_length(ns.broker, queue) == 0
@@ -146,7 +148,7 @@ def _settle(
         )
         return seconds, 0
     client = caller.parallel_scheduler.client
-    seconds = wait_for(
+    seconds = seconds_until_or_none(
         lambda: client.counts().get("scheduled", 0) >= ns.jobs,
         f"storage holding all {ns.jobs:,} calls",
         timeout=ns.timeout,

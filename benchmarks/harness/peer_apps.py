@@ -1,8 +1,9 @@
 """The worker side of the burst benchmark's peers: rq's job function and huey's task, recording
 each execution as the Celery task does (``celery_apps.record``).
 
-``rq worker`` imports ``harness.peer_apps.record_rq``; ``huey_consumer harness.peer_apps.huey``
-builds ``huey`` from ``BENCH_QUEUE`` and ``BENCH_BROKER_URL`` when ``BENCH_HUEY`` is set.
+``rq worker`` imports ``benchmarks.harness.peer_apps.record_rq``; ``huey_consumer
+benchmarks.harness.peer_apps.huey`` builds ``huey`` from ``BENCH_QUEUE`` and ``BENCH_BROKER_URL``
+when ``BENCH_HUEY`` is set.
 """
 
 from __future__ import annotations

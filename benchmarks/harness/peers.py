@@ -13,10 +13,11 @@ from datetime import datetime, timezone
 import redis
 
 from benchmarks.harness.brokers import delete_celery_queue, is_redis
-from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app
-from benchmarks.harness.processes import ready_count, start_process, wait_until
+from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app, ready_count
 from benchmarks.harness.systems import ParallelScheduler, RunContext, System, scenario_environment
 from benchmarks.harness.workloads import PlannedJob
+from devtools.processes import start_process
+from devtools.waiting import seconds_until
 
 __all__ = ["PEERS", "SYSTEMS", "parse_peers"]
 
@@ -80,7 +81,7 @@ class RqScheduler(System):
                 "--logging_level", "WARNING", "--name", f"burst-{ctx.run_id}-{i}", ctx.queue,
             ]  # fmt: skip
             self.workers.append(start_process(command, env, ctx.folder / f"worker-{i}.log"))
-        wait_until(self._ready, "the rq workers and scheduler becoming ready", 120, self.workers)
+        seconds_until(self._ready, "the rq workers and scheduler becoming ready", 120, self.workers)
 
     def _ready(self) -> bool:
         from rq import Worker
@@ -134,11 +135,11 @@ class Huey(System):
         env = scenario_environment(ctx, self.cfg, BENCH_HUEY="1")
         # One consumer: its scheduler thread plus --workers worker processes.
         command = [
-            sys.executable, "-m", "huey.bin.huey_consumer", "harness.peer_apps.huey",
+            sys.executable, "-m", "huey.bin.huey_consumer", "benchmarks.harness.peer_apps.huey",
             "--workers", str(self.cfg.workers), "--worker-type", "process", "--quiet",
         ]  # fmt: skip
         self.workers.append(start_process(command, env, ctx.folder / "consumer.log"))
-        wait_until(
+        seconds_until(
             lambda: ready_count(ctx.folder) >= self.cfg.workers,
             "the huey workers becoming ready",
             120,

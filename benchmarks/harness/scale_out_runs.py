@@ -1,5 +1,6 @@
 """The scale-out benchmark's runs: N due jobs preloaded into a sharded store, P scheduler
-processes (``scale_out_process.py``) started together, timed until every job is released, and
+processes (``devtools.scheduler_process``: the product's ``SchedulerService`` handing every job to
+a dispatcher that only counts, no broker) started together, timed until every job is released, and
 checked: every id dispatched exactly once across the processes, nothing left Scheduled or
 Claimed, all N Enqueued.
 
@@ -14,7 +15,6 @@ the ``used_memory`` each master gained from the preload.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,8 +26,10 @@ import redis
 
 import storage_adapters
 from benchmarks.harness.measure import ProcessGroup, cpu_between, server_pid
-from benchmarks.harness.processes import start_process, stop_process, wait_until, worker_environment
 from benchmarks.harness.release_runs import CheckFailed, due_jobs, job_specs, run_prefix
+from devtools.processes import clean_environment
+from devtools.scheduler_process import SchedulerProcess
+from devtools.waiting import seconds_until
 from storage_adapters import JobState, Storage
 
 __all__ = ["RunConfig", "StorageNodes", "release_run"]
@@ -106,27 +108,15 @@ def _preload(store: Storage, config: RunConfig) -> float:
     return time.monotonic() - began
 
 
-def _command(config: RunConfig, prefix: str, number: int) -> list[str]:
-    import sys
-
-    folder = config.workdir
-    command = [
-        sys.executable, "-m", "harness.scale_out_process", "--storage-url", config.storage_url,
-        "--prefix", prefix, "--shards", str(config.shards), "--name", f"p{number}",
-        "--go", str(folder / "go"), "--ids", str(folder / f"p{number}.ids"),
-        "--status", str(folder / f"p{number}.status"),
-    ]  # fmt: skip
-    for key, value in config.settings.items():
-        if value is not None:
-            command += [f"--{key.replace('_', '-')}", str(value)]
-    return command
-
-
-def _status(path: Path) -> dict[str, float]:
-    with contextlib.suppress(OSError, ValueError):
-        found: dict[str, float] = json.loads(path.read_text())
-        return found
-    return {"released": 0, "last_at": 0.0}
+def _start(config: RunConfig, prefix: str, number: int) -> SchedulerProcess:
+    """Scheduler process ``p<number>``: loads and connects, then waits for the ``go`` file; it
+    keeps its ids in memory (no syscall per job) and writes them when stopped."""
+    return SchedulerProcess(
+        config.workdir, f"p{number}", config.storage_url, [prefix], service=True,
+        record=False, status=True, ids=True, env=clean_environment(),
+        shards=config.shards, start_file=config.workdir / "go", retention="none",
+        log_level="WARNING", **config.settings,
+    )  # fmt: skip
 
 
 def _process_cpu(pid: int) -> float:
@@ -159,38 +149,35 @@ def release_run(config: RunConfig) -> dict[str, Any]:
     )
     store.setup()
     nodes = StorageNodes(config.kind, config.storage_url)
-    children = []
+    children: list[SchedulerProcess] = []
     try:
         memory_before = nodes.used_memory()
         preload_s = _preload(store, config)
         memory_after = nodes.used_memory()
-        env = worker_environment()
-        for number in range(config.processes):
-            log = config.workdir / f"p{number}.log"
-            children.append(start_process(_command(config, prefix, number), env, log))
-        statuses = [config.workdir / f"p{n}.status" for n in range(config.processes)]
-        wait_until(lambda: all(p.exists() for p in statuses), "processes loaded", 120, children)
+        children.extend(_start(config, prefix, number) for number in range(config.processes))
+        loaded = [child.status_file for child in children]
+        seconds_until(lambda: all(p.exists() for p in loaded), "processes loaded", 120, children)
         cpu_before = [_process_cpu(child.pid) for child in children]
         nodes_before = nodes.cpu()
         (config.workdir / "go").touch()
         go_at = time.time()
 
         def released() -> bool:
-            return sum(_status(path)["released"] for path in statuses) >= config.jobs
+            return sum(child.status()["released"] for child in children) >= config.jobs
 
-        wait_until(released, "every job released", config.timeout, children)
+        seconds_until(released, "every job released", config.timeout, children)
         cpu_after = [_process_cpu(child.pid) for child in children]
         nodes_after = nodes.cpu()
         for child in children:
-            stop_process(child)
+            child.stop()
         dispatched: Counter[str] = Counter()
         per_process = []
-        for number, (before, after) in enumerate(zip(cpu_before, cpu_after, strict=True)):
-            ids = (config.workdir / f"p{number}.ids").read_text().split()
+        for child, before, after in zip(children, cpu_before, cpu_after, strict=True):
+            ids = child.dispatched_ids()
             dispatched.update(ids)
             per_process.append({"released": len(ids), "cpu_s": round(after - before, 3)})
         _check(store, config, dispatched)
-        last_at = max(_status(path)["last_at"] for path in statuses)
+        last_at = max(child.status()["last_at"] for child in children)
         seconds = last_at - go_at
         thousands = config.jobs / 1000
         nodes_cpu = {
@@ -219,7 +206,7 @@ def release_run(config: RunConfig) -> dict[str, Any]:
         return run
     finally:
         for child in children:
-            stop_process(child)
+            child.stop()
         with contextlib.suppress(storage_adapters.StorageError):
             store.drop()
         store.close()

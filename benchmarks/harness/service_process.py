@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.celery_apps import build_celery_app
-from benchmarks.harness.processes import wait_until
+from devtools.waiting import seconds_until
 
 __all__ = ["ServiceConfig", "ServiceLog", "ServiceProcess", "run_service"]
 
@@ -126,7 +126,7 @@ class ServiceProcess:
 
     def start(self, timeout: float = 120.0) -> None:
         self._process.start()
-        wait_until(
+        seconds_until(
             lambda: self._ready.is_set() or not self._process.is_alive(),
             "the scheduler process starting",
             timeout,
@@ -154,7 +154,7 @@ class ServiceProcess:
     def wait_passes(self, count: int, timeout: float) -> None:
         """Until ``count`` more lock-holding passes ran (fails if the process dies)."""
         target = self.passes + count
-        wait_until(
+        seconds_until(
             lambda: self.passes >= target, f"{count} scheduler passes", timeout, [self._process]
         )
 

@@ -25,16 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.brokers import delete_celery_queue
-from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app
-from benchmarks.harness.processes import (
-    ready_count,
-    start_process,
-    stop_process,
-    wait_until,
-    worker_environment,
-)
+from benchmarks.harness.celery_apps import CELERY_TASK, build_celery_app, ready_count
 from benchmarks.harness.scheduler_process import dispatcher_for, run_scheduler
 from benchmarks.harness.workloads import PlannedJob
+from devtools.processes import clean_environment, start_process, stop_process
+from devtools.waiting import seconds_until
 from parallel_scheduler import Settings
 
 DEFAULTS = Settings()
@@ -85,7 +80,7 @@ class RunContext:
 
 def scenario_environment(ctx: RunContext, cfg: BurstConfig, **extra: str) -> dict[str, str]:
     """A worker's environment: the benchmark's settings in ``BENCH_*`` (``celery_apps``)."""
-    return worker_environment(
+    return clean_environment(
         BENCH_BROKER_URL=cfg.broker_url,
         BENCH_RESULTS_URL=cfg.results_url,
         BENCH_RESULTS_KEY=ctx.results_key,
@@ -162,12 +157,13 @@ class System(ABC):
                 ["--pool=solo"] if solo else ["--pool=prefork", f"--concurrency={self.cfg.workers}"]
             )
             command = [
-                sys.executable, "-m", "celery", "-A", "harness.celery_apps", "worker", *pool,
-                "-Q", ctx.queue, "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "--loglevel=WARNING", f"--hostname=burst-{ctx.run_id}-{i}@%h",
+                sys.executable, "-m", "celery", "-A", "benchmarks.harness.celery_apps", "worker",
+                *pool, "-Q", ctx.queue, "--without-gossip", "--without-mingle",
+                "--without-heartbeat", "--loglevel=WARNING",
+                f"--hostname=burst-{ctx.run_id}-{i}@%h",
             ]  # fmt: skip
             self.workers.append(start_process(command, env, ctx.folder / f"worker-{i}.log"))
-        wait_until(
+        seconds_until(
             lambda: ready_count(ctx.folder) >= len(self.workers),
             "the Celery workers becoming ready",
             120,
@@ -239,7 +235,7 @@ class ParallelScheduler(System):
             name="burst-scheduler",
         )
         self._scheduler.start()
-        wait_until(lambda: ready.is_set() or not self._scheduler.is_alive(), "scheduler", 60)
+        seconds_until(lambda: ready.is_set() or not self._scheduler.is_alive(), "scheduler", 60)
         if not self._scheduler.is_alive():
             raise RuntimeError("the scheduler process exited at start-up")
 

@@ -20,14 +20,19 @@ from benchmarks.harness.limit_items import ITEMS
 from tests.conftest import POSTGRESQL_URL, RABBITMQ_URL, REDIS_URL, require_server
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, str(ROOT / "benchmarks" / "limits.py")]
+COMMAND = [sys.executable, "-m", "benchmarks.limits"]  # from the root: benchmarks is a package
 
 
 def _limits(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     urls = ["--redis-url", REDIS_URL, "--postgresql-url", POSTGRESQL_URL]
     urls += ["--amqp-url", RABBITMQ_URL]
     return subprocess.run(
-        [*COMMAND, *urls, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [*COMMAND, *urls, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 

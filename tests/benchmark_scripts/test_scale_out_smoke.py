@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import POSTGRESQL_URL, redis_cluster_url, require_server
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, str(ROOT / "benchmarks" / "scale_out.py")]
+COMMAND = [sys.executable, "-m", "benchmarks.scale_out"]  # from the root: benchmarks is a package
 
 
 @pytest.mark.postgresql
@@ -36,6 +36,7 @@ def test_tiny_runs_are_checked_measured_and_appended(tmp_path: Path) -> None:
     urls = ["--redis-cluster-url", redis_cluster_url(), "--postgresql-url", POSTGRESQL_URL]
     done = subprocess.run(
         [*COMMAND, *tiny, *urls, "--out", str(out)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=180,

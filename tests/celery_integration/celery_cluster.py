@@ -19,11 +19,11 @@ from celery import Celery
 
 import parallel_scheduler.celery
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import JobState
 from storage_adapters import Storage
 from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ_URL = os.environ.get(

@@ -30,7 +30,8 @@ from kombu import Connection
 from kombu import Exchange as KombuExchange
 from kombu import Queue as KombuQueue
 
-from benchmarks.harness.processes import stop_process
+from devtools.processes import stop_process
+from devtools.waiting import wait_until
 from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobSpec, JobState, Settings
 from parallel_scheduler.celery.integration import CeleryIntegration
 from parallel_scheduler.celery.publish.amqp import AmqpPublisher
@@ -41,7 +42,6 @@ from storage_adapters import ClaimedJob
 from tests.celery_apps import worker_command
 from tests.celery_integration.celery_cluster import Cluster
 from tests.conftest import RABBITMQ_URL, REDIS_URL, made_by, require_server, set_up_storage
-from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "e2e.record"

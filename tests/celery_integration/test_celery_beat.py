@@ -14,11 +14,11 @@ import pytest
 from celery import Celery
 from celery.schedules import BaseSchedule, crontab
 
+from devtools.waiting import wait_until
 from parallel_scheduler import Client, ConfigurationError
 from parallel_scheduler.celery.beat_sync import sync_beat_schedule
 from storage_adapters import Storage
 from tests.celery_integration.celery_cluster import ROOT, Cluster, broker_url
-from tests.waiting import wait_until
 
 
 def app_with(schedule: dict[str, dict[str, object]], zone: str = "Europe/Berlin") -> Celery:

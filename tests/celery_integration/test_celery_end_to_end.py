@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import redis
 
-from benchmarks.harness.processes import stop_process
+from devtools.processes import stop_process
+from devtools.waiting import wait_until
 from parallel_scheduler import CeleryDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from storage_adapters import Storage
 from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
+from devtools.waiting import wait_until
 from parallel_scheduler import __version__
 from tests.celery_integration.celery_cluster import ROOT, Cluster
-from tests.waiting import wait_until
 
 INTERVAL = 0.3
 

@@ -18,11 +18,11 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery.utils.time import maybe_make_aware
 
+from devtools.waiting import wait_until
 from parallel_scheduler import InvalidJobError, JobState
 from parallel_scheduler.celery import job_scheduled
 from parallel_scheduler.ranges import MAX_NESTING
 from tests.celery_integration.celery_cluster import ROOT, Cluster
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from tests.celery_integration.celery_cluster import Cluster
 from tests.cli.test_operator_output import START, with_password
 from tests.conftest import POSTGRESQL_URL, require_server
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis, pytest.mark.postgresql]
 

@@ -16,10 +16,10 @@ import redis
 from celery import Celery
 
 import parallel_scheduler.celery
+from devtools.waiting import wait_until
 from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
 from tests.celery_integration.celery_cluster import Cluster
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 

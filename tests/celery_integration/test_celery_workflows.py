@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from celery import chain, group
 
+from devtools.waiting import wait_until
 from parallel_scheduler import JobState
 from tests.celery_integration.celery_cluster import Cluster
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from devtools.waiting import wait_until
 from parallel_scheduler import Client
 from storage_adapters import JobState
 from tests.conftest import RABBITMQ_URL, REDIS_URL, require_server
-from tests.waiting import wait_until
 
 pytestmark = pytest.mark.celery
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "celery_app"

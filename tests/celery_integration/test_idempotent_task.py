@@ -19,12 +19,12 @@ import pytest
 import redis
 from celery import Celery
 
-from benchmarks.harness.processes import stop_process
+from devtools.processes import stop_process
+from devtools.waiting import wait_until
 from parallel_scheduler.celery import IdempotentTask
 from parallel_scheduler.errors import ConfigurationError
 from tests.celery_apps import worker_command
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import DelayedJobScheduler, JobState
 from parallel_scheduler.cli import main
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 
 @pytest.fixture

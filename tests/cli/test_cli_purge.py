@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler.cli import main
 from storage_adapters import JobState, NewJob, Storage
-from tests.waiting import wait_until
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ import redis
 import sqlalchemy as sa
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import __version__
 from parallel_scheduler.cli import main
 from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parents[2]

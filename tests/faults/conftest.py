@@ -2,7 +2,7 @@
 
 The suite never uses the machine's shared PostgreSQL, Redis or RabbitMQ: it starts throwaway
 servers from the installed binaries on free ports (the launcher the benchmarks and `make test`
-share, ``benchmarks/harness/servers.py``), once per session, because its
+share, ``devtools.servers``), once per session, because its
 tests stop, kill, freeze and restart them. A test may leave a server stopped or frozen; the
 function-scoped fixtures bring it back before the next test. Missing binaries skip the suite on a
 developer's machine and fail it under ``CI=true``, with what to install.
@@ -19,23 +19,19 @@ from typing import Any, NamedTuple, TypeVar
 import pytest
 
 import storage_adapters
-from benchmarks.harness.servers import (
+from devtools.processes import ChildProcess
+from devtools.scheduler_process import lock_holder_process, read_dispatches
+from devtools.servers import (
     MissingBinaryError,
     PostgresServer,
     RedisServer,
     Server,
     new_workdir,
 )
+from devtools.waiting import wait_until
 from storage_adapters import Storage
 from tests.conftest import IN_CI, made_by, unique_prefix
-from tests.faults.harness import (
-    ChildProcess,
-    SchedulerProcess,
-    add_jobs,
-    lock_holder_process,
-    read_dispatches,
-)
-from tests.waiting import wait_until
+from tests.faults.harness import SchedulerProcess, add_jobs
 
 S = TypeVar("S", bound=Server)
 

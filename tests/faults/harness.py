@@ -1,4 +1,5 @@
-"""What every fault test needs: scheduler processes it can signal, and the count of every job.
+"""What every fault test needs: scheduler processes it can signal (``devtools.scheduler_process``
+with the suite's settings), and the count of every job.
 
 Counting is the point of the suite. Each test ends with a ``Tally``: jobs stored, jobs released
 (marked Enqueued in storage), jobs dispatched (seen by the recording dispatcher, a broker queue or
@@ -11,9 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -21,126 +19,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devtools import scheduler_process
 from parallel_scheduler.engine.retrying import call_storage
 from storage_adapters import JobState, NewJob, Storage
-from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 REPORT_ENV = "PARALLEL_SCHEDULER_FAULT_REPORT"
+#: The suite's settings for a ``SchedulerProcess`` (one ``DelayedJobScheduler`` per prefix) and
+#: a ``ServiceProcess``, where a test names none (the process takes the product's defaults for
+#: what it is not given).
+SCHEDULER_SETTINGS: dict[str, Any] = {
+    "release_mode": "per_job", "batch_size": 500, "parallelism": 4, "poll_interval": 0.1,
+    "lock_lease": 3.0,
+}  # fmt: skip
+SERVICE_SETTINGS: dict[str, Any] = {
+    "release_mode": "batch", "batch_size": 500, "parallelism": 4, "poll_interval": 0.05,
+    "lock_lease": 2.0, "heartbeat_interval": 0.25,
+    "retention": "none",  # nothing here is old enough to purge; spare the purge passes
+}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Dispatch:
-    job_id: str
-    at: float  # the real clock, even in a process whose clock is shifted
-    by: str
+class SchedulerProcess(scheduler_process.SchedulerProcess):
+    """One ``DelayedJobScheduler`` per prefix in a process of its own, with its own record and
+    ready files; the suite's settings (``SCHEDULER_SETTINGS``) unless given. Its lock owner is
+    ``<name>:<pid>:<prefix>``."""
 
-
-class ChildProcess:
-    """A process a test started (output in ``<name>.log``), signalled only by its own pid."""
-
-    def __init__(
-        self, workdir: Path, name: str, command: list[str], env: dict[str, str] | None = None
-    ) -> None:
-        self.name = name
-        self.log_path = workdir / f"{name}.log"
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-        self.pid = self.process.pid
-
-    def send(self, signum: int) -> None:
-        """A signal to this process, by its pid; nothing else is ever signalled."""
-        self.process.send_signal(signum)
-
-    def wait(self, timeout: float) -> int:
-        return self.process.wait(timeout=timeout)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def end(self, grace: float = 0.0) -> None:
-        """Teardown: make sure the process is gone, whatever the test did to it."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGCONT)
-        if grace:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-                return
-            except subprocess.TimeoutExpired:
-                pass
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-
-class SchedulerProcess(ChildProcess):
-    """``python -m tests.faults.scheduler_process …`` with its own record and ready files."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        name: str,
-        storage_url: str,
-        prefixes: Sequence[str],
-        **settings: Any,
-    ) -> None:
-        self.record = workdir / f"{name}.records"
-        self.ready_file = workdir / f"{name}.ready"
-        command = [
-            sys.executable, "-m", "tests.faults.scheduler_process", "--storage-url", storage_url,
-            "--name", name, "--record", str(self.record), "--ready", str(self.ready_file),
-        ]  # fmt: skip
-        for prefix in prefixes:
-            command += ["--prefix", prefix]
-        for key, value in settings.items():
-            command += [f"--{key.replace('_', '-')}", str(value)]
-        super().__init__(workdir, name, command)
-
-    def wait_ready(self, timeout: float = 60) -> dict[str, float]:
-        wait_until(
-            lambda: self.ready_file.exists() or self.process.poll() is not None, timeout=timeout
-        )
-        assert self.process.poll() is None, f"{self.name} exited early:\n{self.log()}"
-        info: dict[str, float] = json.loads(self.ready_file.read_text())
-        return info
-
-    def owns(self, owner: str) -> bool:
-        return owner.startswith(f"{self.name}:{self.pid}:")
-
-
-def lock_holder_process(
-    storage: Storage, processes: Sequence[SchedulerProcess], lock: str = "delayed-scheduler"
-) -> SchedulerProcess | None:
-    """Which of ``processes`` holds ``lock`` right now, if any of them does."""
-    lease = storage.lock_holder(lock)
-    if lease is None:
-        return None
-    return next((p for p in processes if p.owns(lease.owner)), None)
-
-
-def read_dispatches(paths: Iterable[Path]) -> list[Dispatch]:
-    """Every whole line of the record files. A line is written by one ``write``, but a reader
-    running meanwhile can see the first part of it: a last line without its newline is still
-    being written (or was cut by a kill) and is left for the next read."""
-    dispatches = []
-    for path in paths:
-        if not path.exists():
-            continue
-        text = path.read_text()
-        for line in text[: text.rfind("\n") + 1].splitlines():
-            job_id, at, by = line.split(" ")
-            dispatches.append(Dispatch(job_id, float(at), by))
-    return dispatches
+    defaults = SCHEDULER_SETTINGS
 
 
 def add_jobs(
@@ -218,47 +121,18 @@ class Tally:
                 out.write(json.dumps({**asdict(self), "at": time.time()}) + "\n")
 
 
-class ServiceProcess(ChildProcess):
-    """``python -m tests.faults.service_process …``: a ``SchedulerService`` over a sharded
-    store, with its own record and ready files; its instance id and lock owner is
-    ``<name>:<pid>``."""
+class ServiceProcess(scheduler_process.SchedulerProcess):
+    """A ``SchedulerService`` over a sharded store in a process of its own, with its own record
+    and ready files; the suite's settings (``SERVICE_SETTINGS``) unless given. Its instance id
+    and lock owner is ``<name>:<pid>``."""
+
+    defaults = SERVICE_SETTINGS
 
     def __init__(
-        self,
-        workdir: Path,
-        name: str,
-        storage_url: str,
-        prefix: str,
-        shards: int,
-        **settings: Any,
+        self, workdir: Path, name: str, storage_url: str, prefix: str, shards: int, **settings: Any
     ) -> None:
-        self.record = workdir / f"{name}.records"
-        self.ready_file = workdir / f"{name}.ready"
-        self.settings = settings
-        command = [
-            sys.executable, "-m", "tests.faults.service_process", "--storage-url", storage_url,
-            "--prefix", prefix, "--shards", str(shards), "--name", name,
-            "--record", str(self.record), "--ready", str(self.ready_file),
-        ]  # fmt: skip
-        for key, value in settings.items():
-            command += [f"--{key.replace('_', '-')}", str(value)]
-        super().__init__(workdir, name, command)
-
-    @property
-    def owner(self) -> str:
-        return f"{self.name}:{self.pid}"
-
-    def go(self) -> None:
-        """Start the service of a process spawned with ``start_file=…`` (see service_process)."""
-        start_file = self.settings.get("start_file")
-        assert start_file, f"{self.name} was not spawned with a start_file"
-        Path(start_file).touch()
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        wait_until(
-            lambda: self.ready_file.exists() or self.process.poll() is not None, timeout=timeout
-        )
-        assert self.process.poll() is None, f"{self.name} exited early:\n{self.log()}"
+        settings["shards"] = shards
+        super().__init__(workdir, name, storage_url, [prefix], service=True, **settings)
 
 
 def longest_gaps(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import uuid
 from collections import Counter
@@ -15,12 +14,14 @@ from collections.abc import Callable
 import pytest
 import redis as redis_client
 
-from benchmarks.harness.servers import RedisServer, Server
+from devtools.processes import ChildProcess
+from devtools.scheduler_process import run_command
+from devtools.servers import RedisServer, Server
+from devtools.waiting import wait_until
 from storage_adapters import JobState, Storage
 from tests.celery_apps import worker_command
 from tests.conftest import unique_prefix
-from tests.faults.harness import ChildProcess, Tally, add_jobs, counts
-from tests.waiting import wait_until
+from tests.faults.harness import Tally, add_jobs, counts
 
 pytestmark = [pytest.mark.slow, pytest.mark.celery, pytest.mark.postgresql, pytest.mark.redis]
 
@@ -57,9 +58,10 @@ def test_broker_outage_keeps_jobs_scheduled_until_it_returns(
     )  # fmt: skip
     scheduler = spawn_command(
         "scheduler",
-        [sys.executable, "-m", "parallel_scheduler", "--storage-url", postgres.url,
-         "--prefix", prefix, "run", "--broker-url", broker_server.url, "--poll-interval",
-         str(POLL), "--lock-lease", "5", "--max-degree-of-parallelism", "4"],
+        run_command(
+            postgres.url, prefix, broker_url=broker_server.url, poll_interval=POLL,
+            lock_lease=5, max_degree_of_parallelism=4,
+        ),
     )  # fmt: skip
     wait_until(lambda: records.llen(key + ":ready") or not worker.alive(), timeout=60)
     assert worker.alive(), worker.log()[-3000:]

@@ -9,11 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from benchmarks.harness.servers import Server
+from devtools.scheduler_process import read_dispatches
+from devtools.servers import Server
+from devtools.waiting import wait_until
 from storage_adapters import Storage
 from tests.conftest import unique_prefix
-from tests.faults.harness import SchedulerProcess, Tally, add_jobs, read_dispatches
-from tests.waiting import wait_until
+from tests.faults.harness import SchedulerProcess, Tally, add_jobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql]
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
 from parallel_scheduler.delayed.paths import CHUNK
 from storage_adapters import JobState, NewJob, shard_of, shards_of
-from tests.waiting import wait_until
 
 SHARDS = 4
 JOBS = 4000

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import time
 import uuid
 from collections import Counter
@@ -15,13 +14,15 @@ from collections.abc import Callable
 import pytest
 import redis as redis_client
 
-from benchmarks.harness.servers import RedisServer, Server
+from devtools.processes import ChildProcess
+from devtools.scheduler_process import run_command
+from devtools.servers import RedisServer, Server
+from devtools.waiting import wait_until
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import JobState
 from tests.faults.conftest import DueJobs
-from tests.faults.harness import ChildProcess, Tally, counts
-from tests.waiting import wait_until
+from tests.faults.harness import Tally, counts
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
 
@@ -44,10 +45,10 @@ def test_sigterm_under_load_finishes_in_flight_work_and_frees_the_locks(
     # Given the scheduler command releasing 20,000 due jobs into a Redis broker with send_task
     scheduler = spawn_command(
         "scheduler",
-        [sys.executable, "-m", "parallel_scheduler", "--storage-url", postgres.url,
-         "--prefix", prefix, "run", "--broker-url", broker_url, "--poll-interval", "0.1",
-         "--lock-lease", str(LEASE), "--max-degree-of-parallelism", "4",
-         "--batch-size", str(BATCH)],
+        run_command(
+            postgres.url, prefix, broker_url=broker_url, poll_interval=0.1, lock_lease=LEASE,
+            max_degree_of_parallelism=4, batch_size=BATCH,
+        ),
     )  # fmt: skip
     # When it gets SIGTERM in the middle of the release
     wait_until(lambda: broker.llen(queue) >= 3 * BATCH // 2 or not scheduler.alive(), timeout=60)

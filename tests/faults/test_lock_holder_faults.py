@@ -12,18 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
-from benchmarks.harness.servers import Server
+from devtools.scheduler_process import lock_holder_process, read_dispatches
+from devtools.servers import Server
+from devtools.waiting import wait_until
 from parallel_scheduler.delayed.paths import chunk_for
 from storage_adapters import JobState, LockLease, Storage, TransactionalReleaseStorage
 from tests.faults.conftest import DueJobs, HolderFault, Pair
-from tests.faults.harness import (
-    SchedulerProcess,
-    Tally,
-    enqueued,
-    lock_holder_process,
-    read_dispatches,
-)
-from tests.waiting import wait_until
+from tests.faults.harness import SchedulerProcess, Tally, enqueued
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
 

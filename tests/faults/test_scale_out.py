@@ -37,20 +37,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import storage_adapters
+from devtools.scheduler_process import Dispatch, read_dispatches
+from devtools.waiting import wait_until
 from parallel_scheduler import Client
 from parallel_scheduler.delayed.paths import chunk_for
 from storage_adapters import JobState, Storage, shard_of, shards_of
 from tests.conftest import made_by, redis_cluster_url, unique_prefix
-from tests.faults.harness import (
-    Dispatch,
-    ServiceProcess,
-    Tally,
-    add_jobs,
-    counts,
-    longest_gaps,
-    read_dispatches,
-)
-from tests.waiting import wait_until
+from tests.faults.harness import ServiceProcess, Tally, add_jobs, counts, longest_gaps
 
 pytestmark = [pytest.mark.slow]
 

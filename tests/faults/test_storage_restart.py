@@ -8,11 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from benchmarks.harness.servers import Server
+from devtools.scheduler_process import read_dispatches
+from devtools.servers import Server
+from devtools.waiting import wait_until
 from storage_adapters import JobState
 from tests.faults.conftest import DueJobs
-from tests.faults.harness import SchedulerProcess, Tally, enqueued, read_dispatches
-from tests.waiting import wait_until
+from tests.faults.harness import SchedulerProcess, Tally, enqueued
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
 

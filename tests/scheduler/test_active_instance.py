@@ -10,7 +10,6 @@ import itertools
 import json
 import re
 import signal
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,13 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from devtools.waiting import wait_until
 from parallel_scheduler import Client, JobSpec, Settings
 from parallel_scheduler.cli import main, status_report
 from parallel_scheduler.dashboard import create_app
 from storage_adapters import InstanceRecord, JobState, Storage, shard_of
 from tests.conftest import ADAPTERS, storage_url, unique_prefix
-from tests.faults.harness import ChildProcess
-from tests.waiting import wait_until
+from tests.faults.harness import ServiceProcess
 
 HEARTBEAT = 0.2
 LEASE = 2.0
@@ -75,42 +74,18 @@ def sharded_store(adapter: str, tmp_path: Path) -> Iterator[Store]:
 
 
 class Service:
-    """A real ``SchedulerService`` process (tests/faults/service_process.py); its instance id,
-    which is also its lock owner, is read from its ready file."""
+    """A real ``SchedulerService`` process (``tests.faults.harness.ServiceProcess``); its
+    instance id, which is also its lock owner, is read from its ready file."""
 
-    def __init__(self, store: Store, tmp_path: Path, name: str, *options: str) -> None:
-        self.ready = tmp_path / f"{name}.ready"
-        command = [
-            sys.executable,
-            "-m",
-            "tests.faults.service_process",
-            "--storage-url",
-            store.url,
-            "--prefix",
-            store.prefix,
-            "--shards",
-            str(store.shards),
-            "--name",
-            name,
-            "--record",
-            str(tmp_path / f"{name}.record"),
-            "--ready",
-            str(self.ready),
-            "--heartbeat-interval",
-            str(HEARTBEAT),
-            "--lock-lease",
-            str(LEASE),
-            *options,
-        ]
-        self.child = ChildProcess(tmp_path, name, command)
+    def __init__(self, store: Store, tmp_path: Path, name: str, **settings: Any) -> None:
+        self.child = ServiceProcess(
+            tmp_path, name, store.url, store.prefix, store.shards,
+            heartbeat_interval=HEARTBEAT, lock_lease=LEASE, **settings,
+        )  # fmt: skip
         self.id = ""
 
     def wait_ready(self) -> str:
-        def ready() -> str | None:
-            assert self.child.alive(), self.child.log()
-            return json.loads(self.ready.read_text())["owner"] if self.ready.exists() else None
-
-        self.id = wait_until(ready, timeout=60, interval=0.05)
+        self.id = str(self.child.wait_ready()["owner"])
         return self.id
 
 
@@ -168,13 +143,13 @@ def test_only_the_instance_that_released_under_the_lock_is_active(
     store: Store, tmp_path: Path, services: list[Service], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given one scheduler that released jobs under the delayed lock, alone on the store
-    holder = start(services, Service(store, tmp_path, "holder", "--poll-interval", "1.0"))
+    holder = start(services, Service(store, tmp_path, "holder", poll_interval=1.0))
     ids = [f"due-{i}" for i in range(3)]
     schedule_due(store, ids)
     wait_until(lambda: released(store, ids), timeout=30, interval=0.05)
     # When a second one joins that only peeks (nothing is due any more), and peeks far more
     # often than the first
-    peeker = start(services, Service(store, tmp_path, "peeker", "--poll-interval", "0.05"))
+    peeker = start(services, Service(store, tmp_path, "peeker", poll_interval=0.05))
 
     def both_alive_and_one_active() -> bool:
         shown = views(status(store, capsys))
@@ -198,8 +173,8 @@ def test_a_killed_holder_lists_no_lock_once_its_lease_ran_out(
 ) -> None:
     # Given a scheduler in the middle of a long pass (each hand-off takes 0.5 s), whose
     # heartbeat record says it holds the delayed lock
-    options = ["--dispatch-delay", "0.5", "--parallelism", "1", "--release-mode", "per_job"]
-    holder = start(services, Service(store, tmp_path, "holder", "--poll-interval", "0.1", *options))
+    options = {"dispatch_delay": 0.5, "parallelism": 1, "release_mode": "per_job"}
+    holder = start(services, Service(store, tmp_path, "holder", poll_interval=0.1, **options))
     schedule_due(store, [f"slow-{i}" for i in range(20)])
 
     def holding_and_recorded() -> bool:
@@ -242,8 +217,8 @@ def test_with_shards_each_shard_lock_is_attributed_to_its_holder(
 ) -> None:
     store = sharded_store
     # Given two schedulers that split two shards between them
-    first = start(services, Service(store, tmp_path, "first", "--poll-interval", "0.1"))
-    second = start(services, Service(store, tmp_path, "second", "--poll-interval", "0.1"))
+    first = start(services, Service(store, tmp_path, "first", poll_interval=0.1))
+    second = start(services, Service(store, tmp_path, "second", poll_interval=0.1))
 
     def split() -> dict[str, int] | None:
         shown = views(status(store, capsys))

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import (
     CallableDispatcher,
     Client,
@@ -29,7 +30,6 @@ from parallel_scheduler.delayed.sending import Releaser
 from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
 from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
-from tests.waiting import wait_until
 
 
 class Recorder:

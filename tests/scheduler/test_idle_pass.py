@@ -17,13 +17,13 @@ from typing import Any, cast
 import pytest
 import redis
 
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, JobSpec, Settings
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.engine.stats import PassStats
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import JobState, NewJob, Storage
 from storage_adapters.redis.storage import RedisStorage
-from tests.waiting import wait_until
 
 HOUR = 3600.0
 LOCK = DelayedJobScheduler.LOCK_NAME

@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,9 @@ import pytest
 from celery import Celery
 
 import storage_adapters
+from devtools.processes import ChildProcess
+from devtools.scheduler_process import run_command
+from devtools.waiting import wait_until
 from parallel_scheduler import Client, Settings, __version__
 from parallel_scheduler.celery.beat import DurableScheduler
 from parallel_scheduler.cli import main
@@ -28,9 +30,7 @@ from parallel_scheduler.process import liveness as instances_module
 from parallel_scheduler.process.liveness import DEAD_AFTER_INTERVALS, Heartbeat
 from storage_adapters import InstanceRecord, Storage
 from tests.conftest import ADAPTERS, POSTGRESQL_URL, storage_url, unique_prefix
-from tests.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 INTERVAL = 0.3
 PASSWORD = "liveness-s3cret"
 LOCKS = {"delayed": "delayed-scheduler", "recurring": "recurring-scheduler"}
@@ -78,9 +78,7 @@ def spawn_run(store: Store, tmp_path: Path, name: str) -> subprocess.Popen[bytes
         "PARALLEL_SCHEDULER_POLL_INTERVAL": "0.1",
         "PARALLEL_SCHEDULER_LOCK_LEASE": "2",
     }
-    command = [sys.executable, "-m", "parallel_scheduler", "run", "--broker-url", "memory://"]
-    log = (tmp_path / f"{name}.log").open("wb")
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    return ChildProcess(tmp_path, name, run_command(broker_url="memory://"), env).process
 
 
 def by_pid(report: dict[str, Any]) -> dict[int, dict[str, Any]]:

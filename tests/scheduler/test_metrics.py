@@ -18,6 +18,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import Client, ConfigurationError, Settings
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.dispatchers import CallableDispatcher
@@ -26,7 +27,6 @@ from parallel_scheduler.process.metrics import MetricsServer, StorageCollector
 from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import NewJob, Storage
 from tests.conftest import REDIS_URL, require_server
-from tests.waiting import wait_until
 
 DUE = 4  # jobs already overdue when the scheduler starts
 FAR = 3  # jobs due in an hour

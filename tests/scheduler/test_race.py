@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from parallel_scheduler.recurring.triggers import Schedule
 from storage_adapters import JobState, NewJob, NewRecurring, Storage
 from tests.conftest import set_up_storage, storage_url
-from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 JOBS = 20_000

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import storage_adapters
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, InvalidJobError, JobState, Settings
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import JobSpec
@@ -23,7 +24,6 @@ from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import NewJob, NewRecurring, Storage
-from tests.waiting import wait_until
 
 HOUR = 3600.0
 

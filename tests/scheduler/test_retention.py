@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.retention import LOCK_NAME, MAX_SLICE, MIN_SLICE, RetentionPurger
 from storage_adapters import JobState, NewJob, Storage
-from tests.waiting import wait_until
 
 RETENTION = 0.5
 

@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +19,9 @@ from typing import Any
 import pytest
 
 import storage_adapters
+from devtools.processes import ChildProcess
+from devtools.scheduler_process import run_command
+from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, ConfigurationError, JobSpec, Settings
 from parallel_scheduler.cli import main
 from parallel_scheduler.opening_storage import open_storage
@@ -28,10 +29,8 @@ from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.process.startup import log_start
 from storage_adapters import Storage
 from tests.conftest import storage_url, unique_prefix
-from tests.waiting import wait_until
 
 SHARDS = 8
-ROOT = Path(__file__).resolve().parents[2]
 #: A heartbeat older than this is not counted when reading the assignment from the records.
 FRESH = 1.0
 
@@ -307,9 +306,7 @@ def test_a_stopped_process_s_shards_are_taken_over_and_it_rejoins_when_it_resume
         "PARALLEL_SCHEDULER_HEARTBEAT_INTERVAL": "0.2",
         "PARALLEL_SCHEDULER_POLL_INTERVAL": "0.05",
     }
-    command = [sys.executable, "-m", "parallel_scheduler", "run", "--broker-url", "memory://"]
-    with (tmp_path / "process.log").open("wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    process = ChildProcess(tmp_path, "process", run_command(broker_url="memory://"), env).process
     try:
         for owner in ("svc-a", "svc-b"):
             cluster.start(owner)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
+from devtools.waiting import wait_until
 from storage_adapters import LockLease, NewJob, Storage, StorageError, StorageUnavailableError
 from tests.conftest import POSTGRESQL_URL
-from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]

@@ -2,7 +2,7 @@
 one-script release being off, URL errors, and what survives a master's death.
 
 Runs on ``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL`` or on the session's throwaway cluster
-(tests/conftest.py). The failover tests start a cluster of their own (``scripts/redis_cluster.py``)
+(tests/conftest.py). The failover tests start a cluster of their own (``devtools.redis_cluster``)
 and kill -9 one of its masters, a process they started, never one of a cluster they were given.
 """
 
@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 import pytest
 from redis.cluster import ClusterNode, RedisCluster
 
+from devtools.redis_cluster import free_ports
+from devtools.waiting import wait_until
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.delayed.envelopes import script_release_for, stores_envelopes
 from storage_adapters import (
@@ -31,12 +33,10 @@ from storage_adapters.redis.storage import RedisStorage
 from tests.celery_apps import worker_app
 from tests.conftest import (
     REDIS_URL,
-    cluster_script,
     redis_cluster_url,
     require_server,
     unique_prefix,
 )
-from tests.waiting import wait_until
 
 pytestmark = pytest.mark.redis_cluster
 T = TypeVar("T")
@@ -250,7 +250,7 @@ def test_a_single_server_named_as_a_cluster_is_a_configuration_error() -> None:
 def test_an_unreachable_cluster_is_unavailable_not_broken() -> None:
     """A storage is made while its cluster is down (nothing connects until used); using it then
     fails as transient, so the scheduler retries."""
-    port = cluster_script().free_ports(1)[0]
+    port = free_ports(1)[0]
     store = from_url(f"redis+cluster://:pw@127.0.0.1:{port}", connect_timeout=0.5)
     with pytest.raises(StorageUnavailableError) as caught:
         store.setup()

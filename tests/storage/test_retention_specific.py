@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from devtools.waiting import wait_until
 from storage_adapters import JobState, NewJob, Storage
 from storage_adapters.redis.storage import RedisStorage
 from storage_adapters.sql.postgresql import DUE_SCAN_SETTINGS
@@ -17,7 +18,6 @@ from storage_adapters.sql.sqlite import SQLiteStorage
 from storage_adapters.sql.storage import SQLStorage
 from tests.conftest import unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
-from tests.waiting import wait_until
 
 FINISHED = [JobState.ENQUEUED, JobState.CANCELLED, JobState.EXPIRED]
 

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from psycopg.pq import Trace
 
 import storage_adapters
+from devtools.waiting import wait_until
 from storage_adapters import (
     ClaimedJob,
     Firing,
@@ -40,7 +41,6 @@ from storage_adapters.sql.tables import MIGRATIONS, build_tables
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together
-from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import storage_adapters
-from benchmarks.harness.servers import MissingBinaryError, RedisServer, new_workdir
+from devtools.servers import MissingBinaryError, RedisServer, new_workdir
 from parallel_scheduler import Client
 from parallel_scheduler.cli import main
 from storage_adapters import StorageConfigurationError, StorageUnavailableError

@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from devtools.waiting import wait_until
 from storage_adapters import (
     InvalidArgumentError,
     JobQuery,
@@ -18,7 +19,6 @@ from storage_adapters import (
     NewJob,
     Storage,
 )
-from tests.waiting import wait_until
 
 TASKS = ("t.a", "t.b", "t.c")
 

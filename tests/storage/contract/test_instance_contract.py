@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from devtools.waiting import wait_until
 from storage_adapters import InstanceRecord, Storage
 from storage_adapters.errors import InvalidArgumentError, InvalidIdentifierError
-from tests.waiting import wait_until
 
 
 def instance(instance_id: str, details: str = '{"locks": []}', pid: int = 4242) -> InstanceRecord:

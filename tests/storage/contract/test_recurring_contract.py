@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from devtools.waiting import wait_until
 from storage_adapters import (
     Firing,
     JobState,
@@ -22,7 +23,6 @@ from storage_adapters.errors import (
     RecordNotFoundError,
 )
 from tests.together import together
-from tests.waiting import wait_until
 
 LOCK = "recurring-scheduler"
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from devtools.waiting import wait_until
 from storage_adapters import (
     InvalidArgumentError,
     JobState,
@@ -18,7 +19,6 @@ from storage_adapters import (
     shards_of,
 )
 from storage_adapters.checks.retention import PURGEABLE_STATES
-from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from devtools.waiting import wait_until
 from storage_adapters import (
     ClaimedJob,
     InvalidArgumentError,
@@ -22,7 +23,6 @@ from storage_adapters import (
     Storage,
 )
 from tests.together import together
-from tests.waiting import wait_until
 
 LOCK = "delayed-scheduler"
 

@@ -119,7 +119,7 @@ class Server(ABC):
             stdin=subprocess.DEVNULL,
             **self._popen_options(),
             # a Ctrl-C in the caller's terminal is not a fault we inject; and a server started by
-            # ``scripts/test_services.py start`` outlives that command
+            # ``python -m devtools.services start`` outlives that command
             start_new_session=True,
         )
         deadline = time.monotonic() + START_TIMEOUT
@@ -241,7 +241,7 @@ def new_workdir(label: str, prefix: str = "ps-faults") -> Path:
 
 def stop_pids(pids: list[int], timeout: float = 60.0) -> None:
     """SIGTERM each recorded pid, newest first, and wait until all are gone: how a later process
-    (``scripts/test_services.py stop``) ends servers an earlier one started."""
+    (``python -m devtools.services stop``) ends servers an earlier one started."""
     for pid in reversed(pids):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.server_base import MissingBinaryError, Server, free_port, port_free
+from devtools.server_base import MissingBinaryError, Server, free_port, port_free
 
 __all__ = ["RabbitMQServer"]
 

@@ -1,5 +1,5 @@
 """The one launcher of throwaway servers: PostgreSQL and Redis that a benchmark, a fault test or
-``scripts/test_services.py`` may start, stop (``stop``), SIGKILL (``kill``), SIGSTOP/SIGCONT
+``python -m devtools.services`` may start, stop (``stop``), SIGKILL (``kill``), SIGSTOP/SIGCONT
 (``pause``/``resume``) and ``restart``; RabbitMQ lives in ``rabbitmq.py``, re-exported here.
 
 A restart keeps the port and the data directory. PostgreSQL is crash-safe on its own (``kill``
@@ -17,8 +17,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from benchmarks.harness.rabbitmq import RabbitMQServer
-from benchmarks.harness.server_base import (
+from devtools.rabbitmq import RabbitMQServer
+from devtools.server_base import (
     MissingBinaryError,
     Server,
     find_binary,

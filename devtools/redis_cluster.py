@@ -8,9 +8,9 @@ deadline, until every node says ``cluster_state:ok`` and every slot is covered. 
 exactly the processes it started (by their recorded pids) and removes the folders.
 
 Python: ``cluster = start(); cluster.url; cluster.master_of(key); cluster.kill_master_of(key);
-cluster.stop()``. Command line: ``python scripts/redis_cluster.py start`` prints
+cluster.stop()``. Command line: ``python -m devtools.redis_cluster start`` prints
 ``export PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL=...`` and records the cluster in
-``$PARALLEL_SCHEDULER_SERVICES_DIR/redis-cluster``; ``python scripts/redis_cluster.py stop``
+``$PARALLEL_SCHEDULER_SERVICES_DIR/redis-cluster``; ``python -m devtools.redis_cluster stop``
 ends it.
 """
 
@@ -35,7 +35,9 @@ __all__ = [
     "ENV",
     "MissingBinaryError",
     "RedisCluster",
+    "free_ports",
     "key_slot",
+    "recorded",
     "start",
     "stop_recorded",
 ]
@@ -347,18 +349,36 @@ def _state_folder() -> Path:
     return base / "redis-cluster"
 
 
-def stop_recorded(folder: Path | None = None) -> None:
-    """Stop the cluster recorded in ``folder`` by a command-line ``start`` (nothing if none)."""
+def _recorded(folder: Path | None) -> RedisCluster | None:
     state_file = (folder or _state_folder()) / STATE_FILE
     if not state_file.exists():
-        return
+        return None
     state = json.loads(state_file.read_text())
-    RedisCluster(Path(state["folder"]), state["ports"], state["pids"]).stop()
+    return RedisCluster(Path(state["folder"]), state["ports"], state["pids"])
+
+
+def recorded(folder: Path | None = None) -> RedisCluster | None:
+    """The cluster a ``start`` recorded in ``folder``, when every node it started still runs
+    and it is whole (every slot served, every master with its replica); else ``None``."""
+    cluster = _recorded(folder)
+    if cluster is None:
+        return None
+    nodes = zip(cluster.ports, cluster.pids, strict=True)
+    if not all(_is_our_server(pid, port) for port, pid in nodes):
+        return None
+    return cluster if cluster._all_ok() else None
+
+
+def stop_recorded(folder: Path | None = None) -> None:
+    """Stop the cluster recorded in ``folder`` by a command-line ``start`` (nothing if none)."""
+    cluster = _recorded(folder)
+    if cluster is not None:
+        cluster.stop()
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[1] not in ("start", "stop"):
-        print("usage: python scripts/redis_cluster.py start|stop", file=sys.stderr)
+        print("usage: python -m devtools.redis_cluster start|stop", file=sys.stderr)
         return 2
     folder = _state_folder()
     if argv[1] == "stop":

@@ -3,24 +3,38 @@
 ``start`` prints ``export NAME=URL`` lines for the shell to evaluate: the machine's own servers when
 they answer, otherwise servers started here from the installed binaries, on their own ports and
 data directories, which ``stop`` ends again (by the process ids recorded at start, nothing else).
-When neither works it says exactly what to run, and fails. It also always starts a throwaway
-six-node Redis Cluster on free ports (``scripts/redis_cluster.py``) and exports its URL as
-``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL`` (unless that variable names a cluster already).
+When neither works it says exactly what to run, and fails. It also starts a throwaway six-node
+Redis Cluster on free ports (``devtools.redis_cluster``), or reuses the one a previous ``start``
+left running and whole, and exports its URL as ``PARALLEL_SCHEDULER_TEST_REDIS_CLUSTER_URL``
+(unless that variable names a cluster already).
 
-A thin command over the benchmarks' server launcher (``benchmarks/harness/servers.py``), the one
-place that knows how to start PostgreSQL, Redis and RabbitMQ from their binaries.
+    python -m devtools.services start    # eval its output: `eval "$(make -s services)"`
+    python -m devtools.services stop
+
+A thin command over the server launcher (``devtools.servers``), the one place that knows how to
+start PostgreSQL, Redis and RabbitMQ from their binaries. ``$PARALLEL_SCHEDULER_SERVICES_DIR``
+(default ``/tmp/parallel-scheduler-services``) keeps their data and the pids ``stop`` ends.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from devtools import redis_cluster
+from devtools.servers import (
+    MissingBinaryError,
+    PostgresServer,
+    RabbitMQServer,
+    RedisServer,
+    Server,
+    port_free,
+    stop_pids,
+)
 
 STATE = Path(os.environ.get("PARALLEL_SCHEDULER_SERVICES_DIR", "/tmp/parallel-scheduler-services"))
 PIDS = STATE / "pids"
@@ -48,7 +62,7 @@ MISSING = {
     "`apt-get install -y redis-server` (or start your own Redis and set "
     f"{REDIS_ENV}=redis://host:port/0), then run `make test` again.",
     "rabbitmq": "RabbitMQ is not reachable at 127.0.0.1:5672 and rabbitmq-server is not "
-    "installed. Run `apt-get install -y rabbitmq-server` (then this script starts a throwaway "
+    "installed. Run `apt-get install -y rabbitmq-server` (then this command starts a throwaway "
     "node itself, or you start the machine's own with `rabbitmq-server -detached`), or start "
     f"your own broker and set {RABBITMQ_ENV}=amqp://user:password@host:port/vhost; then run "
     "`make test` again.",
@@ -58,21 +72,6 @@ MISSING = {
 def _fail(message: str) -> NoReturn:
     print(f"test services: {message}", file=sys.stderr)
     sys.exit(1)
-
-
-def launcher() -> ModuleType:
-    """``benchmarks.harness.servers``, loaded from this checkout (the scripts folder, not the
-    repository root, is on ``sys.path`` when this runs as ``python scripts/test_services.py``)."""
-    if "benchmarks" not in sys.modules:
-        folder = Path(__file__).resolve().parent.parent / "benchmarks"
-        spec = importlib.util.spec_from_file_location(
-            "benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)]
-        )
-        assert spec is not None and spec.loader is not None
-        package = importlib.util.module_from_spec(spec)
-        sys.modules["benchmarks"] = package
-        spec.loader.exec_module(package)
-    return importlib.import_module("benchmarks.harness.servers")
 
 
 def _postgresql_answers(url: str) -> bool:
@@ -108,17 +107,16 @@ def _rabbitmq_answers(url: str) -> bool:
 def _throwaway(kind: str, url: str, answers: Callable[[str], bool], ports: tuple[int, ...]) -> str:
     """Start one server with the launcher on its fixed ports (reusing one a previous ``start``
     left answering there), record its pids for ``stop``, and return its URL."""
-    servers = launcher()
-    if not servers.port_free(ports[0]):
+    if not port_free(ports[0]):
         if answers(url):
             return url
         _fail(f"port {ports[0]} is taken by something else")
     for taken in ports[1:]:
-        if not servers.port_free(taken):
+        if not port_free(taken):
             _fail(f"port {taken}, needed by the throwaway RabbitMQ, is taken by something else")
     try:
         server = _build(kind, STATE / kind)
-    except servers.MissingBinaryError:
+    except MissingBinaryError:
         _fail(MISSING[kind])
     try:
         server.start()
@@ -141,14 +139,13 @@ def _fresh(folder: Path, owner: str | None = None) -> Path:
     return folder
 
 
-def _build(kind: str, folder: Path) -> Any:
-    """The launcher's server of ``kind`` on this script's fixed ports, in ``folder``."""
-    servers = launcher()
+def _build(kind: str, folder: Path) -> Server:
+    """The launcher's server of ``kind`` on this command's fixed ports, in ``folder``."""
     if kind == "postgresql":
-        return servers.PostgresServer(_fresh(folder, "postgres"), THROWAWAY_PG_PORT)
+        return PostgresServer(_fresh(folder, "postgres"), THROWAWAY_PG_PORT)
     if kind == "redis":
-        return servers.RedisServer(folder, THROWAWAY_REDIS_PORT)
-    return servers.RabbitMQServer(
+        return RedisServer(folder, THROWAWAY_REDIS_PORT)
+    return RabbitMQServer(
         _fresh(folder),
         THROWAWAY_RABBITMQ_PORT,
         dist_port=THROWAWAY_RABBITMQ_DIST_PORT,
@@ -176,31 +173,22 @@ SERVICES: dict[str, tuple[str, str, str, tuple[int, ...], Callable[[str], bool]]
 }  # fmt: skip
 
 
-def cluster_script() -> ModuleType:
-    """``scripts/redis_cluster.py``, the throwaway Redis Cluster's launcher."""
-    if "redis_cluster_script" not in sys.modules:
-        path = Path(__file__).resolve().parent / "redis_cluster.py"
-        spec = importlib.util.spec_from_file_location("redis_cluster_script", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["redis_cluster_script"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["redis_cluster_script"]
-
-
 CLUSTER_FOLDER = STATE / "redis-cluster"
 
 
 def _cluster_url() -> str:
-    """The environment's cluster, else a throwaway one on free ports (``stop`` ends it)."""
-    script = cluster_script()
-    url = os.environ.get(script.ENV)
+    """The environment's cluster, else the throwaway one a previous ``start`` left running and
+    whole, else a new throwaway one on free ports (``stop`` ends it)."""
+    url = os.environ.get(redis_cluster.ENV)
     if url:
         return url
-    script.stop_recorded(CLUSTER_FOLDER)  # a previous start's, left running
+    running = redis_cluster.recorded(CLUSTER_FOLDER)
+    if running is not None:
+        return running.url
+    redis_cluster.stop_recorded(CLUSTER_FOLDER)  # a previous start's, left broken
     try:
-        return str(script.start(CLUSTER_FOLDER).url)
-    except script.MissingBinaryError as exc:
+        return redis_cluster.start(CLUSTER_FOLDER).url
+    except redis_cluster.MissingBinaryError as exc:
         _fail(str(exc))
     except (RuntimeError, TimeoutError) as exc:
         _fail(f"the throwaway Redis Cluster did not start: {exc}")
@@ -213,7 +201,7 @@ def start() -> None:
         if not answers(url):
             url = _throwaway(kind, throwaway, answers, ports)
         exports.append(f"export {variable}='{url}'")
-    exports.append(f"export {cluster_script().ENV}='{_cluster_url()}'")
+    exports.append(f"export {redis_cluster.ENV}='{_cluster_url()}'")
     print("\n".join(exports))
 
 
@@ -221,12 +209,21 @@ def stop() -> None:
     """End the recorded servers, newest first (RabbitMQ before its epmd), and wait until they
     are gone, so a ``start`` right after finds their ports free again; and the throwaway Redis
     Cluster, by the pids its ``start`` recorded."""
-    cluster_script().stop_recorded(CLUSTER_FOLDER)
+    redis_cluster.stop_recorded(CLUSTER_FOLDER)
     if not PIDS.exists():
         return
-    launcher().stop_pids([int(line) for line in PIDS.read_text().split()])
+    stop_pids([int(line) for line in PIDS.read_text().split()])
     PIDS.unlink()
 
 
+def main(argv: list[str]) -> int:
+    commands = {"start": start, "stop": stop}
+    if len(argv) != 1 or argv[0] not in commands:
+        print("usage: python -m devtools.services start|stop", file=sys.stderr)
+        return 2
+    commands[argv[0]]()
+    return 0
+
+
 if __name__ == "__main__":
-    {"start": start, "stop": stop}[sys.argv[1]]()
+    sys.exit(main(sys.argv[1:]))

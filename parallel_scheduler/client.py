@@ -22,7 +22,7 @@ from parallel_scheduler.opening_storage import open_storage
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
-from storage_adapters import JobState, NewJob, Storage
+from storage_adapters import JobState, NewJob, Storage, list_jobs
 from storage_adapters.shard_guard import verify_shard_count
 
 __all__ = ["Client", "ScheduleResult"]
@@ -174,7 +174,7 @@ class Client:
                 known = ", ".join(s.value for s in JobState)
                 raise InvalidJobError(f"unknown state {state!r}; known: {known}") from None
         check_page(limit, offset)
-        records = self._call(lambda: self.storage.list_jobs(state, limit, offset))
+        records = self._call(lambda: list_jobs(self.storage, state, limit, offset))
         return [Job.from_record(r) for r in records]
 
     def counts(self) -> dict[str, int]:

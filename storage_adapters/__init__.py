@@ -34,6 +34,7 @@ from storage_adapters.errors import (
     StorageUnavailableError,
 )
 from storage_adapters.extras import MissingExtraError, require_driver
+from storage_adapters.paging import list_jobs, walk_jobs
 from storage_adapters.records import (
     MAX_JOB_ID_LENGTH,
     ClaimedJob,
@@ -101,11 +102,13 @@ __all__ = [
     "StorageUnavailableError",
     "TransactionalReleaseStorage",
     "from_url",
+    "list_jobs",
     "mask_url",
     "shard_of",
     "shards_of",
     "validate_job_id",
     "validate_prefix",
+    "walk_jobs",
 ]
 
 DEFAULT_URL = "sqlite:///parallel-scheduler.db"

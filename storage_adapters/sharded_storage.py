@@ -13,9 +13,8 @@ time) is as safe as on one shard, only not parallel.
 
 Two things differ from one shard, both documented: an ``add_jobs`` call whose jobs fall in
 several shards is all or nothing per shard (a failure part-way leaves the shards already written;
-a retry of the same call adds the rest, since accepts are idempotent on id), and
-``list_jobs``'s ``offset`` reads ``offset + limit`` jobs from every shard (browsing pages by
-keyset instead, at the cost of a page per shard).
+a retry of the same call adds the rest, since accepts are idempotent on id), and a page of
+``list_jobs_page`` reads a page from every shard and merges them.
 
 The shard set, the whole-store lock and the release across shards are in ``sharded/``; this class
 joins them and adds the families that route to one shard or merge every shard's answer.
@@ -27,6 +26,7 @@ from collections.abc import Iterable, Sequence
 
 from storage_adapters.checks.values import check_new_jobs, non_negative_offset, positive_count
 from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.paging import job_order
 from storage_adapters.records import (
     Firing,
     InstanceRecord,
@@ -40,15 +40,15 @@ from storage_adapters.records import (
     RecurringRecord,
     SaveMode,
 )
-from storage_adapters.sharded.locks import ShardedLocks
-from storage_adapters.sharded.release import ShardedRelease
-from storage_adapters.sharded.shard_set import job_order, merged
+from storage_adapters.sharded.locks import ShardedLockStore
+from storage_adapters.sharded.release import ShardedReleaseStore
+from storage_adapters.sharded.shard_set import merged
 from storage_adapters.sharding import check_shard_count, refuse_one_shard_jobs, shard_of
 
 __all__ = ["ShardedStorage"]
 
 
-class ShardedStorage(ShardedRelease, ShardedLocks):
+class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
     """The ``Storage`` contract over ``shards`` (shard 0 first), each a complete store."""
 
     def __repr__(self) -> str:
@@ -92,12 +92,6 @@ class ShardedStorage(ShardedRelease, ShardedLocks):
 
     def get_job(self, job_id: str) -> JobRecord | None:
         return self._shard_for(job_id).get_job(job_id)
-
-    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        positive_count("limit", limit)
-        non_negative_offset(offset)
-        parts = [shard.list_jobs(state, offset + limit, 0) for shard in self.shards]
-        return merged(parts, job_order, offset + limit)[offset:]
 
     def cancel(self, job_id: str) -> bool:
         return self._shard_for(job_id).cancel(job_id)

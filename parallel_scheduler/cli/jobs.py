@@ -14,7 +14,7 @@ from typing import Any
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, countdown_arg, instant_arg, json_arg
 from parallel_scheduler.cli.render import job_view, print_listing
-from storage_adapters import JobState
+from storage_adapters import JobState, list_jobs
 from storage_adapters.errors import one_line
 
 __all__ = ["add_commands"]
@@ -142,7 +142,7 @@ def cmd_reschedule(ns: argparse.Namespace) -> int:
 def cmd_list(ns: argparse.Namespace) -> int:
     state = None if ns.state is None else JobState(ns.state)
     with open_client(ns, read_only=True) as client:
-        records = read(client, lambda: client.storage.list_jobs(state, ns.limit, ns.offset))
+        records = read(client, lambda: list_jobs(client.storage, state, ns.limit, ns.offset))
     columns = {
         "id": "id",
         "task": "task",

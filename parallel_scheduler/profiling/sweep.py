@@ -14,6 +14,7 @@ connection, so neither the latency proxy nor the checks slow the setup or show u
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ from parallel_scheduler.profiling.workload import (
     make_jobs,
 )
 from parallel_scheduler.settings import ReleaseMode, Settings
-from storage_adapters import JobState, Storage
+from storage_adapters import JobQuery, JobState, Storage, walk_jobs
 
 __all__ = ["PREFIX_STEM", "CellResult", "Target", "run_cell"]
 
@@ -40,7 +41,6 @@ logger = logging.getLogger(__name__)
 #: Every cell's storage prefix is ``prof_<run id>_<batch size>_<parallelism>``.
 PREFIX_STEM = "prof_"
 ADD_CHUNK = 1000
-LIST_PAGE = 10_000
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,8 @@ def _cell_storages(
 
 
 def _enqueued_ids(control: Storage, total: int) -> frozenset[str]:
-    ids: set[str] = set()
-    for offset in range(0, total, LIST_PAGE):
-        page = control.list_jobs(JobState.ENQUEUED, LIST_PAGE, offset)
-        ids.update(record.id for record in page)
-    return frozenset(ids)
+    enqueued = walk_jobs(control, JobQuery(state=JobState.ENQUEUED))
+    return frozenset(record.id for record in itertools.islice(enqueued, total))
 
 
 def _label(repetition: int, warmup: int) -> str:

@@ -13,7 +13,8 @@ __all__ = ["BrowseStore", "JobStore", "RetentionStore"]
 
 @runtime_checkable
 class JobStore(Protocol):
-    """Delayed jobs as callers see them: accept, read, list, cancel, reschedule, count."""
+    """Delayed jobs as callers see them: accept, read, cancel, reschedule, count (listing is
+    ``BrowseStore.list_jobs_page``; ``storage_adapters.paging`` walks it)."""
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
         """Durably store ``jobs``, all or nothing, in one round trip where the backend allows.
@@ -25,9 +26,6 @@ class JobStore(Protocol):
 
     def get_job(self, job_id: str) -> JobRecord | None:
         """One job by id, in any state."""
-
-    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        """Jobs (of one state, or all), ordered by ``due_at`` then ``id``, paged by offset."""
 
     def cancel(self, job_id: str) -> bool:
         """``SCHEDULED`` -> ``CANCELLED``; ``False`` if the job is missing or not scheduled."""

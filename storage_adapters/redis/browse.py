@@ -24,7 +24,7 @@ from storage_adapters.records import JobQuery, JobRecord, JobState
 from storage_adapters.redis.jobs import _record
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["BROWSE_SCRIPTS", "PAGE_BUDGET", "RedisBrowse"]
+__all__ = ["BROWSE_SCRIPTS", "PAGE_BUDGET", "RedisBrowseStore"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
 BROWSE_SCRIPTS = ("list_jobs_page", "finished_counts")
@@ -36,7 +36,7 @@ def _bound(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
-class RedisBrowse(RedisPlumbing):
+class RedisBrowseStore(RedisPlumbing):
     """Filtered keyset pages and finish counts, for ``RedisStorage`` to inherit."""
 
     def list_jobs_page(self, query: JobQuery, limit: int) -> list[JobRecord]:

@@ -18,7 +18,7 @@ from storage_adapters.checks.values import epoch_seconds, positive_count
 from storage_adapters.records import InstanceRecord
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["INSTANCE_SCRIPTS", "RedisInstances"]
+__all__ = ["INSTANCE_SCRIPTS", "RedisInstanceStore"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
 INSTANCE_SCRIPTS = (
@@ -30,7 +30,7 @@ INSTANCE_SCRIPTS = (
 )
 
 
-class RedisInstances(RedisPlumbing):
+class RedisInstanceStore(RedisPlumbing):
     """Register, heartbeat, list and remove scheduler instances, for ``RedisStorage``."""
 
     def _instance_keys(self, instance_id: str) -> list[str]:

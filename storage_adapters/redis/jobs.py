@@ -12,15 +12,13 @@ from typing import Any
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import (
     epoch_seconds,
-    non_negative_offset,
-    positive_count,
     positive_seconds,
     stored_seconds,
 )
 from storage_adapters.records import JobRecord, JobState, NewJob
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["RedisJobs", "float_arg", "lease_arg"]
+__all__ = ["RedisJobStore", "float_arg", "lease_arg"]
 
 _JOB_FIELDS = [
     "task",
@@ -58,7 +56,7 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
     )
 
 
-class RedisJobs(RedisPlumbing):
+class RedisJobStore(RedisPlumbing):
     """Accept, read, list, cancel, reschedule and count jobs, for ``RedisStorage`` to inherit."""
 
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
@@ -73,12 +71,6 @@ class RedisJobs(RedisPlumbing):
         with self._talking() as client:
             fields = client.hmget(self._key(f"job:{job_id}"), _JOB_FIELDS)
         return _record(job_id, fields) if fields[0] is not None else None
-
-    def list_jobs(self, state: JobState | None, limit: int, offset: int = 0) -> list[JobRecord]:
-        last = non_negative_offset(offset) + positive_count("limit", limit) - 1
-        index = self._key("all") if state is None else self._state_key(JobState(state))
-        args: list[str | int] = [self._key("job:"), offset, last]
-        return [_record(row[0], row[1:]) for row in self._run("list_jobs", [index], args)]
 
     def cancel(self, job_id: str) -> bool:
         if names_no_job(job_id):

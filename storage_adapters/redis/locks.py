@@ -9,10 +9,10 @@ from storage_adapters.records import LockLease, validate_lock_name
 from storage_adapters.redis.jobs import lease_arg
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["RedisLocks"]
+__all__ = ["RedisLockStore"]
 
 
-class RedisLocks(RedisPlumbing):
+class RedisLockStore(RedisPlumbing):
     """Acquire, renew, release and read the fenced lock, for ``RedisStorage`` to inherit."""
 
     def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:

@@ -32,7 +32,6 @@ __all__ = ["RedisPlumbing"]
 _READING_SCRIPTS = frozenset(
     {
         "due_ids",
-        "list_jobs",
         "lock_holder",
         "due_recurring",
         "list_recurring",

@@ -38,7 +38,7 @@ from storage_adapters.records import (
 )
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["RECURRING_SCRIPTS", "RedisRecurring"]
+__all__ = ["RECURRING_SCRIPTS", "RedisRecurringStore"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
 RECURRING_SCRIPTS = (
@@ -107,7 +107,7 @@ def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
     )
 
 
-class RedisRecurring(RedisPlumbing):
+class RedisRecurringStore(RedisPlumbing):
     """The recurring-jobs methods of the ``Storage`` contract, for ``RedisStorage`` to inherit."""
 
     def _recurring_key(self, recurring_id: str) -> str:

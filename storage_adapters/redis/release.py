@@ -12,7 +12,7 @@ from storage_adapters.records import ClaimedJob, JobState, LockLease
 from storage_adapters.redis.jobs import float_arg, lease_arg
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["RedisRelease"]
+__all__ = ["RedisReleaseStore"]
 
 _CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
 
@@ -33,7 +33,7 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
     ]
 
 
-class RedisRelease(RedisPlumbing):
+class RedisReleaseStore(RedisPlumbing):
     """Claim due jobs, settle or recover the claims, release onto lists, for ``RedisStorage``."""
 
     def fetch_due_ids(self, limit: int) -> list[str]:

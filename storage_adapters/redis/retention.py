@@ -24,14 +24,14 @@ from storage_adapters.records import JobState
 from storage_adapters.redis.jobs import float_arg
 from storage_adapters.redis.plumbing import RedisPlumbing
 
-__all__ = ["BACKFILL_SLICE", "RETENTION_SCRIPTS", "RedisRetention"]
+__all__ = ["BACKFILL_SLICE", "RETENTION_SCRIPTS", "RedisRetentionStore"]
 
 #: The scripts (lua/<name>.lua) this mixin runs; the host loads them with its own.
 RETENTION_SCRIPTS = ("purge_finished", "index_finished")
 BACKFILL_SLICE = 1000
 
 
-class RedisRetention(RedisPlumbing):
+class RedisRetentionStore(RedisPlumbing):
     """Deleting old finished jobs in bounded batches, for ``RedisStorage`` to inherit."""
 
     def purge_finished(

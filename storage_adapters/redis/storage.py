@@ -26,15 +26,15 @@ import redis
 from storage_adapters.checks.values import positive_count
 from storage_adapters.errors import StorageError
 from storage_adapters.records import validate_prefix
-from storage_adapters.redis.browse import BROWSE_SCRIPTS, RedisBrowse
+from storage_adapters.redis.browse import BROWSE_SCRIPTS, RedisBrowseStore
 from storage_adapters.redis.error_mapping import password_of
-from storage_adapters.redis.instances import INSTANCE_SCRIPTS, RedisInstances
-from storage_adapters.redis.jobs import RedisJobs
+from storage_adapters.redis.instances import INSTANCE_SCRIPTS, RedisInstanceStore
+from storage_adapters.redis.jobs import RedisJobStore
 from storage_adapters.redis.link import RedisLink, parse_target
-from storage_adapters.redis.locks import RedisLocks
-from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurring
-from storage_adapters.redis.release import RedisRelease
-from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetention
+from storage_adapters.redis.locks import RedisLockStore
+from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurringStore
+from storage_adapters.redis.release import RedisReleaseStore
+from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetentionStore
 from storage_adapters.sharding import check_shard_count, check_shards
 from storage_adapters.urls import InvalidStorageURLError, mask_url
 
@@ -55,7 +55,6 @@ _SCRIPTS = (
     "cancel",
     "reschedule",
     "due_ids",
-    "list_jobs",
     "acquire_lock",
     "renew_lock",
     "release_lock",
@@ -76,13 +75,13 @@ def _script_source(name: str) -> str:
 
 
 class RedisStorage(
-    RedisJobs,
-    RedisRelease,
-    RedisLocks,
-    RedisRecurring,
-    RedisRetention,
-    RedisInstances,
-    RedisBrowse,
+    RedisJobStore,
+    RedisReleaseStore,
+    RedisLockStore,
+    RedisRecurringStore,
+    RedisRetentionStore,
+    RedisInstanceStore,
+    RedisBrowseStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).

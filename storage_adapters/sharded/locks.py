@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from storage_adapters.records import LockLease
 from storage_adapters.sharded.shard_set import ShardSet
 
-__all__ = ["ShardedLocks"]
+__all__ = ["ShardedLockStore"]
 
 
-class ShardedLocks(ShardSet):
+class ShardedLockStore(ShardSet):
     """Acquire, renew, release and read the whole-store lock, for ``ShardedStorage``."""
 
     def acquire_lock(self, name: str, owner: str, lease: float) -> LockLease | None:

@@ -4,22 +4,24 @@ lease the whole-store lock holds there."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 
 from storage_adapters.base import Storage
+from storage_adapters.checks.browse import MAX_PAGE
 from storage_adapters.checks.values import error_text, positive_count, positive_seconds
+from storage_adapters.paging import walk_jobs
 from storage_adapters.records import ClaimedJob, JobQuery, JobState, LockLease
-from storage_adapters.sharded.shard_set import ShardSet, job_order, merged
+from storage_adapters.sharded.shard_set import ShardSet, merged
 from storage_adapters.sharding import shard_of
 
-__all__ = ["ShardedRelease"]
+__all__ = ["ShardedReleaseStore"]
 
 _SCHEDULED = JobState.SCHEDULED
-MAX_PAGE = 1000  # the most ``list_jobs_page`` returns at once
 
 
-class ShardedRelease(ShardSet):
+class ShardedReleaseStore(ShardSet):
     """Read, claim, settle and recover due jobs over every shard, for ``ShardedStorage``."""
 
     def _due_heads(self, limit: int) -> list[tuple[float, str, int]]:
@@ -32,14 +34,8 @@ class ShardedRelease(ShardSet):
         self, shard: int, query: JobQuery, limit: int
     ) -> Iterator[tuple[float, str, int]]:
         """Up to ``limit`` of one shard's due jobs, earliest first, a keyset page at a time."""
-        taken = 0
-        while taken < limit:
-            page = self.shards[shard].list_jobs_page(query, min(limit - taken, MAX_PAGE))
-            yield from ((job.due_at, job.id, shard) for job in page)
-            taken += len(page)
-            if len(page) < min(limit - taken + len(page), MAX_PAGE):
-                return
-            query = JobQuery(state=_SCHEDULED, due_to=query.due_to, after=job_order(page[-1]))
+        pages = walk_jobs(self.shards[shard], query, min(limit, MAX_PAGE))
+        return ((job.due_at, job.id, shard) for job in itertools.islice(pages, limit))
 
     def fetch_due_ids(self, limit: int) -> list[str]:
         positive_count("limit", limit)

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from storage_adapters.base import Storage
-from storage_adapters.records import JobRecord, LockLease
+from storage_adapters.records import LockLease
 from storage_adapters.sharding import check_shards, shard_of
 
-__all__ = ["ShardSet", "job_order", "merged"]
+__all__ = ["ShardSet", "merged"]
 
 T = TypeVar("T")
 
@@ -22,10 +22,6 @@ T = TypeVar("T")
 def merged(parts: Iterable[Iterable[T]], key: Callable[[T], Any], limit: int) -> list[T]:
     """The first ``limit`` items of sorted ``parts``, merged in ``key`` order."""
     return list(itertools.islice(heapq.merge(*parts, key=key), limit))
-
-
-def job_order(job: JobRecord) -> tuple[float, str]:
-    return (job.due_at, job.id)
 
 
 class ShardSet:

@@ -32,7 +32,7 @@ from storage_adapters.sql.job_rows import claimed_job
 from storage_adapters.sql.plumbing import SQLPlumbing
 from storage_adapters.sql.statements import Statements
 
-__all__ = ["SQLTransactionalRelease", "TransactionalStatements"]
+__all__ = ["SQLTransactionalReleaseStore", "TransactionalStatements"]
 
 
 def _state(state: JobState) -> sa.ColumnElement[str]:
@@ -130,7 +130,7 @@ class _Settlement:
             self._run(which, {"ids": ids, "held_token": self._token, "error": reason, **extra})
 
 
-class SQLTransactionalRelease(SQLPlumbing):
+class SQLTransactionalReleaseStore(SQLPlumbing):
     """``release_in_transaction`` for an SQL storage whose dialect locks rows with
     ``SKIP LOCKED`` (PostgreSQL)."""
 

@@ -14,6 +14,7 @@ from celery import chain, group
 
 from devtools.waiting import wait_until
 from parallel_scheduler import JobState
+from storage_adapters import list_jobs
 from tests.celery_integration.celery_cluster import Cluster
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
@@ -72,7 +73,7 @@ def test_a_chain_with_a_countdown_is_stored_and_runs_in_order(cluster: Cluster) 
     steps = [app.signature("plugin.record", ("step", n), immutable=True) for n in (1, 2, 3)]
     result = chain(*steps).apply_async(countdown=1.5)
     # The first step is stored (the only job), carrying the rest of the chain as signatures
-    [first] = cluster.storage.list_jobs(None, 10)
+    [first] = list_jobs(cluster.storage, None, 10)
     assert first.state is JobState.SCHEDULED
     options = json.loads(first.payload)["options"]
     assert [s["args"] for s in reversed(options["chain"])] == [["step", 2], ["step", 3]]

@@ -19,6 +19,7 @@ import storage_adapters
 from parallel_scheduler import JobState, __version__
 from parallel_scheduler.cli import jobs as cli_jobs
 from parallel_scheduler.cli import main
+from storage_adapters import list_jobs
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def stored_jobs(db: Path) -> list[storage_adapters.JobRecord]:
     storage = storage_adapters.from_url(f"sqlite:///{db}")
     try:
         storage.setup()
-        return storage.list_jobs(None, 100)
+        return list_jobs(storage, None, 100)
     finally:
         storage.close()
 

@@ -12,7 +12,7 @@ import pytest
 import storage_adapters
 from devtools.waiting import wait_until
 from parallel_scheduler.cli import main
-from storage_adapters import JobState, NewJob, Storage
+from storage_adapters import JobState, NewJob, Storage, list_jobs
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def fill(storage: Storage) -> dict[str, list[str]]:
     assert lock is not None
     assert len(storage.mark_enqueued(storage.claim_due(10, lock, 30))) == 3
     storage.release_lock(lock)
-    last = max(job.updated_at for job in storage.list_jobs(None, 100))
+    last = max(job.updated_at for job in list_jobs(storage, None, 100))
     wait_until(lambda: storage.now() > last + 0.2, timeout=10)
     return ids
 

@@ -18,7 +18,7 @@ from devtools.processes import ChildProcess
 from devtools.scheduler_process import run_command
 from devtools.servers import RedisServer, Server
 from devtools.waiting import wait_until
-from storage_adapters import JobState, Storage
+from storage_adapters import JobState, Storage, list_jobs
 from tests.celery_apps import worker_command
 from tests.conftest import unique_prefix
 from tests.faults.harness import Tally, add_jobs, counts
@@ -88,7 +88,7 @@ def test_broker_outage_keeps_jobs_scheduled_until_it_returns(
         time.sleep(0.5)  # a sampling period over a fixed outage, not a wait for a condition
     # (a job given back may be claimed again by a pass running right now: look in both states)
     given_back = [
-        job for job in storage.list_jobs(None, limit=BEFORE + DURING)
+        job for job in list_jobs(storage, None, limit=BEFORE + DURING)
         if job.state in (JobState.SCHEDULED, JobState.CLAIMED)
         and job.last_error and "dispatch failed" in job.last_error
     ]  # fmt: skip

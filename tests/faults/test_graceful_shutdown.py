@@ -20,7 +20,7 @@ from devtools.servers import RedisServer, Server
 from devtools.waiting import wait_until
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
-from storage_adapters import JobState
+from storage_adapters import JobState, list_jobs
 from tests.faults.conftest import DueJobs
 from tests.faults.harness import Tally, counts
 
@@ -64,9 +64,9 @@ def test_sigterm_under_load_finishes_in_flight_work_and_frees_the_locks(
     assert state[JobState.CLAIMED] == 0, state
     assert 0 < state[JobState.SCHEDULED] < JOBS, "SIGTERM did not land in the middle"
     sent = Counter(json.loads(raw)["headers"]["id"] for raw in broker.lrange(queue, 0, -1))
-    enqueued = {job.id for job in storage.list_jobs(JobState.ENQUEUED, limit=JOBS)}
+    enqueued = {job.id for job in list_jobs(storage, JobState.ENQUEUED, limit=JOBS)}
     assert set(sent) == enqueued  # Enqueued exactly when the broker has it
-    waiting = [job.id for job in storage.list_jobs(JobState.SCHEDULED, limit=JOBS)]
+    waiting = [job.id for job in list_jobs(storage, JobState.SCHEDULED, limit=JOBS)]
     tally = Tally.count(
         "SIGTERM during a release (parallel-scheduler run)", ids, sent.elements(), storage,
         still_scheduled=waiting, exit_status=status, stopped_in_s=round(stopped_in, 2),

@@ -16,7 +16,7 @@ from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from parallel_scheduler.recurring.triggers import Schedule
-from storage_adapters import JobState, NewJob, NewRecurring, Storage
+from storage_adapters import JobState, NewJob, NewRecurring, Storage, list_jobs
 from tests.conftest import set_up_storage, storage_url
 
 pytestmark = pytest.mark.slow
@@ -150,7 +150,7 @@ def test_three_schedulers_fire_each_recurring_tick_exactly_once(
         # Then there are exactly 10,000 firings, one per recurring job, each created once
         assert all(p.exitcode == 0 for p in processes)
         assert sum(int(o.read_text()) for o in outs) == RECURRING
-        firings = storage.list_jobs(None, limit=RECURRING + 10)
+        firings = list_jobs(storage, None, limit=RECURRING + 10)
         assert sorted(j.id for j in firings) == sorted(
             firing_id(f"r{i}", tick) for i in range(RECURRING)
         )

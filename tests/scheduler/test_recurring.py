@@ -23,7 +23,7 @@ from parallel_scheduler.jobs import JobSpec
 from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
-from storage_adapters import NewJob, NewRecurring, Storage
+from storage_adapters import NewJob, NewRecurring, Storage, list_jobs
 
 HOUR = 3600.0
 
@@ -98,7 +98,7 @@ def test_misfire_policies_after_an_outage(
     # When the scheduler comes back
     stats = run_pass(storage)
     # Then the policy decides which of the missed ticks fire
-    fired = sorted(j.due_at for j in storage.list_jobs(JobState.SCHEDULED, limit=100))
+    fired = sorted(j.due_at for j in list_jobs(storage, JobState.SCHEDULED, limit=100))
     assert fired == sorted(now_tick - h * HOUR for h in expected_hours_back)
     assert stats.fired == 1
     recurring = storage.get_recurring("report")
@@ -257,7 +257,7 @@ def test_an_ended_schedule_stops_firing(storage: Storage) -> None:
     wait_until(ended, timeout=15)
     # Then it is no longer fetched, and it fired nothing after its end
     assert storage.fetch_due_recurring(10) == []
-    fired = storage.list_jobs(JobState.SCHEDULED, limit=100)
+    fired = list_jobs(storage, JobState.SCHEDULED, limit=100)
     assert fired and max(j.due_at for j in fired) <= end.timestamp()
 
 

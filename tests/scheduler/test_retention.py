@@ -11,7 +11,7 @@ from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, DelayedJobScheduler, JobSpec, Settings
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.retention import LOCK_NAME, MAX_SLICE, MIN_SLICE, RetentionPurger
-from storage_adapters import JobState, NewJob, Storage
+from storage_adapters import JobState, NewJob, Storage, list_jobs
 
 RETENTION = 0.5
 
@@ -37,7 +37,7 @@ def finished_and_waiting(storage: Storage) -> tuple[list[str], list[str]]:
     for job_id in later[3:]:
         assert storage.cancel(job_id)
     assert scheduler(storage, retention=0).run_once().released == 12
-    last = max(j.updated_at for j in storage.list_jobs(None, 100))
+    last = max(j.updated_at for j in list_jobs(storage, None, 100))
     wait_until(lambda: storage.now() > last + RETENTION, timeout=10)
     return due + later[3:], later[:3]
 

@@ -26,7 +26,7 @@ from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard.inputs import zone_names
 from parallel_scheduler.ranges import MAX_NESTING, MAX_PAGE
-from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError
+from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError, list_jobs
 from tests.conftest import set_up_storage, storage_url
 
 
@@ -330,7 +330,7 @@ def test_every_backend_refuses_a_page_past_the_limit_itself(
 ) -> None:
     """The storage API called directly: its own bound, never the driver's error text."""
     with pytest.raises(InvalidArgumentError, match=str(MAX_PAGE)):
-        storage.list_jobs(None, limit, offset)
+        list_jobs(storage, None, limit, offset)
     with pytest.raises(InvalidArgumentError, match=str(MAX_PAGE)):
         storage.list_recurring(limit, offset)
 

@@ -28,6 +28,7 @@ from storage_adapters import (
     StorageError,
     StorageUnavailableError,
     from_url,
+    list_jobs,
 )
 from storage_adapters.redis.storage import RedisStorage
 from tests.celery_apps import worker_app
@@ -325,7 +326,7 @@ def test_with_wait_replicas_acknowledged_jobs_survive_the_masters_death(
         seen: list[Exception] = []
         counts = eventually(store.count_by_state, seen)
         assert counts[JobState.SCHEDULED] == 1000
-        jobs = eventually(lambda: store.list_jobs(JobState.SCHEDULED, 1000), seen)
+        jobs = eventually(lambda: list_jobs(store, JobState.SCHEDULED, 1000), seen)
         assert [j.id for j in jobs] == [f"j{i}" for i in range(1000)]
     finally:
         store.close()

@@ -25,6 +25,7 @@ from storage_adapters import (
     RecordNotFoundError,
     StorageError,
     StorageUnavailableError,
+    list_jobs,
 )
 from storage_adapters.redis.storage import RedisStorage
 from tests.conftest import REDIS_URL, require_server, unique_prefix
@@ -237,7 +238,7 @@ def test_malformed_url_options_are_rejected_up_front() -> None:
         lambda s: s.acquire_lock(LOCK, "a", 0),
         lambda s: s.acquire_lock(LOCK, "a", float("nan")),
         lambda s: s.recover_expired_claims(-1),
-        lambda s: s.list_jobs(None, 10, offset=-1),
+        lambda s: list_jobs(s, None, 10, offset=-1),
         lambda s: s.reschedule("a", float("inf")),
     ],
 )

@@ -19,6 +19,7 @@ from storage_adapters import (
     NewRecurring,
     Storage,
     StorageConfigurationError,
+    list_jobs,
     shard_of,
     shards_of,
 )
@@ -94,7 +95,7 @@ def test_each_job_is_stored_in_its_own_shard_only(open_store: OpenStore) -> None
         where = [k for k, shard in enumerate(shards) if shard.get_job(job_id) is not None]
         assert where == [shard_of(job_id, 4)]
     assert store.count_by_state()[JobState.SCHEDULED] == 40
-    assert [j.id for j in store.list_jobs(None, 100)] == sorted(ids, key=lambda i: (now, i))
+    assert [j.id for j in list_jobs(store, None, 100)] == sorted(ids, key=lambda i: (now, i))
 
 
 def test_a_recurring_job_and_its_firing_share_a_shard(open_store: OpenStore) -> None:

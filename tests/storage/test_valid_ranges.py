@@ -26,7 +26,7 @@ from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import display_instant
 from parallel_scheduler.ranges import MAX_INSTANT, MIN_INSTANT
-from storage_adapters import NewJob, Storage
+from storage_adapters import NewJob, Storage, list_jobs
 from tests.conftest import set_up_storage, storage_url
 
 FAR_ETA = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
@@ -82,7 +82,7 @@ class Target:
 
     def snapshot(self) -> tuple[dict[JobState, int], list[tuple[str, float]]]:
         """Everything a refused call could have changed: counts, and every job's due time."""
-        rows = self.storage.list_jobs(None, 1000)
+        rows = list_jobs(self.storage, None, 1000)
         return self.storage.count_by_state(), [(r.id, r.due_at) for r in rows]
 
 

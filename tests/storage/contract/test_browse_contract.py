@@ -18,6 +18,7 @@ from storage_adapters import (
     JobState,
     NewJob,
     Storage,
+    list_jobs,
 )
 
 TASKS = ("t.a", "t.b", "t.c")
@@ -53,7 +54,7 @@ def every_state(storage: Storage, count: int) -> float:
 
 def stored(storage: Storage) -> list[JobRecord]:
     """Every job, read through the offset listing (not the method under test)."""
-    jobs = storage.list_jobs(None, 1000)
+    jobs = list_jobs(storage, None, 1000)
     assert len(jobs) < 1000
     return jobs
 

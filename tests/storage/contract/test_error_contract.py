@@ -22,6 +22,7 @@ from storage_adapters import (
     SaveMode,
     Storage,
     StorageError,
+    list_jobs,
 )
 
 
@@ -44,8 +45,8 @@ Call = Callable[[Storage], object]
 
 #: A bad input, the error of the tree it must raise, and a word the message must hold.
 BAD_INPUT: dict[str, tuple[Call, type[InvalidArgumentError], str]] = {
-    "job offset": (lambda s: s.list_jobs(None, 10, offset=-1), InvalidArgumentError, "offset"),
-    "job limit": (lambda s: s.list_jobs(None, 0), InvalidArgumentError, "limit"),
+    "job offset": (lambda s: list_jobs(s, None, 10, offset=-1), InvalidArgumentError, "offset"),
+    "job limit": (lambda s: list_jobs(s, None, 0), InvalidArgumentError, "limit"),
     "recurring offset": (lambda s: s.list_recurring(10, offset=-1), InvalidArgumentError, "offset"),
     "recurring limit": (lambda s: s.list_recurring(0), InvalidArgumentError, "limit"),
     "due limit": (lambda s: s.fetch_due_ids(0), InvalidArgumentError, "limit"),

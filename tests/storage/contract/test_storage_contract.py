@@ -21,6 +21,7 @@ from storage_adapters import (
     LockLease,
     NewJob,
     Storage,
+    list_jobs,
 )
 from tests.together import together
 
@@ -167,7 +168,7 @@ def test_any_finite_due_time_is_kept_exactly_and_every_read_survives_it(storage:
     now = storage.now()
     storage.add_jobs([job("far", 1e20), job("early", -1e12), job("now", now)])
     # Then each reads back exactly, in due order, and the earliest is what next_due_at peeks
-    assert [(r.id, r.due_at) for r in storage.list_jobs(None, 10)] == [
+    assert [(r.id, r.due_at) for r in list_jobs(storage, None, 10)] == [
         ("early", -1e12), ("now", now), ("far", 1e20),
     ]  # fmt: skip
     assert storage.next_due_at() == -1e12
@@ -531,11 +532,23 @@ def test_list_jobs_by_state_in_due_order_with_paging(storage: Storage) -> None:
     now = storage.now()
     storage.add_jobs([job(f"s{i}", now + 100 - i) for i in range(5)] + [job("c", now)])
     storage.cancel("c")
-    scheduled = storage.list_jobs(JobState.SCHEDULED, limit=10)
+    scheduled = list_jobs(storage, JobState.SCHEDULED, limit=10)
     assert [r.id for r in scheduled] == ["s4", "s3", "s2", "s1", "s0"]
-    assert [r.id for r in storage.list_jobs(JobState.SCHEDULED, limit=2, offset=2)] == ["s2", "s1"]
-    assert [r.id for r in storage.list_jobs(JobState.CANCELLED, limit=10)] == ["c"]
-    assert [r.id for r in storage.list_jobs(None, limit=10)] == ["c", "s4", "s3", "s2", "s1", "s0"]
+    assert [r.id for r in list_jobs(storage, JobState.SCHEDULED, limit=2, offset=2)] == ["s2", "s1"]
+    assert [r.id for r in list_jobs(storage, JobState.CANCELLED, limit=10)] == ["c"]
+    assert [r.id for r in list_jobs(storage, None, limit=10)] == ["c", "s4", "s3", "s2", "s1", "s0"]
+
+
+def test_an_offset_listing_walks_keyset_pages_across_their_edges(storage: Storage) -> None:
+    """2,500 jobs, ties on due time included, listed past two page edges: each job once, in
+    (due_at, id) order, the same as sorting the accepted jobs."""
+    now = storage.now()
+    jobs = [job(f"k{i:04d}", now + 1000 + i // 3) for i in range(2500)]
+    storage.add_jobs(jobs)
+    expected = [j.id for j in sorted(jobs, key=lambda j: (j.due_at, j.id))]
+    listed = list_jobs(storage, JobState.SCHEDULED, limit=1100, offset=950)
+    assert [r.id for r in listed] == expected[950:2050]
+    assert [r.id for r in list_jobs(storage, None, limit=5000)] == expected
 
 
 def test_separate_prefixes_do_not_see_each_other(make_storage: Callable[[], Storage]) -> None:

@@ -11,18 +11,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Protocol
 
-from storage_adapters import Storage, StorageError
+from storage_adapters import StorageError
 
-__all__ = ["StorageClock"]
+__all__ = ["ClockSource", "StorageClock"]
 
 logger = logging.getLogger(__name__)
+
+
+class ClockSource(Protocol):
+    """What reads the storage server's clock: every storage (``StorageAdmin.now``)."""
+
+    def now(self) -> float: ...
 
 
 class StorageClock:
     """``now()`` ~ ``storage.now()``, corrected for half the round trip of the measurement."""
 
-    def __init__(self, storage: Storage, refresh_every: float = 60.0) -> None:
+    def __init__(self, storage: ClockSource, refresh_every: float = 60.0) -> None:
         self._storage = storage
         self._refresh_every = refresh_every
         self._offset = 0.0

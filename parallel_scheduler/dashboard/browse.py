@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from parallel_scheduler.engine.retrying import call_storage
-from storage_adapters import JobQuery, JobRecord, JobState, Storage
+from storage_adapters import BrowseStore, JobQuery, JobRecord, JobState
 from storage_adapters.checks.browse import MAX_PAGE
 
 __all__ = ["SCAN_BOUND", "JobFilter", "Page", "count_upto", "fetch_page", "matching"]
@@ -82,7 +82,7 @@ def _read(retry_for: float, fn: Callable[[], Any]) -> Any:
 
 
 def _batches(
-    storage: Storage, query: JobQuery, size: int, retry_for: float
+    storage: BrowseStore, query: JobQuery, size: int, retry_for: float
 ) -> Iterator[list[JobRecord]]:
     """Pages of ``query`` from storage, each continuing after the previous one's last row."""
     while True:
@@ -96,7 +96,7 @@ def _batches(
 
 
 def fetch_page(
-    storage: Storage,
+    storage: BrowseStore,
     jobs: JobFilter,
     after: tuple[float, str] | None,
     limit: int,
@@ -130,7 +130,7 @@ def fetch_page(
 
 
 def matching(
-    storage: Storage, jobs: JobFilter, bound: int, retry_for: float, scan_bound: int
+    storage: BrowseStore, jobs: JobFilter, bound: int, retry_for: float, scan_bound: int
 ) -> tuple[list[JobRecord], bool]:
     """Up to ``bound`` matching rows from the start, and whether more may exist (the bound or
     the scan bound was reached)."""
@@ -146,7 +146,7 @@ def matching(
     return kept, False
 
 
-def count_upto(storage: Storage, query: JobQuery, bound: int, retry_for: float) -> int:
+def count_upto(storage: BrowseStore, query: JobQuery, bound: int, retry_for: float) -> int:
     """How many rows ``query`` matches, counting no further than ``bound`` (bounded reads of at
     most ``MAX_PAGE`` rows each)."""
     counted = 0

@@ -32,11 +32,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine import held_lock
 from parallel_scheduler.log_format import event
-from storage_adapters import Storage, StorageError
+from storage_adapters import LockStore, RetentionStore, StorageError
 from storage_adapters.checks.retention import PURGEABLE_STATES
 
 __all__ = [
@@ -62,12 +63,16 @@ MAX_SLICE = 1000
 DUTY = 0.1
 
 
+class PurgingStore(RetentionStore, LockStore, Protocol):
+    """What retention needs of storage: purging, and the lock that keeps it to one process."""
+
+
 class RetentionPurger:
     """Deletes jobs finished more than ``retention`` seconds ago, slice by slice, in its thread."""
 
     def __init__(
         self,
-        storage: Storage,
+        storage: PurgingStore,
         clock: StorageClock,
         retention: float | None,
         owner: str,

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from storage_adapters import LockLease, Storage, StorageError
+from storage_adapters import LockLease, LockStore, StorageError
 
 __all__ = ["HeldLock", "acquire"]
 
@@ -22,7 +22,9 @@ SAFETY_MARGIN = 0.1  # of the lease: stop acting a little before the storage say
 
 
 class HeldLock:
-    def __init__(self, storage: Storage, lease: LockLease, duration: float, started: float) -> None:
+    def __init__(
+        self, storage: LockStore, lease: LockLease, duration: float, started: float
+    ) -> None:
         self._storage = storage
         self._duration = duration
         self._lease = lease
@@ -66,7 +68,7 @@ class HeldLock:
             logger.warning("releasing lock %s failed: %s", self._lease.name, exc)
 
 
-def acquire(storage: Storage, name: str, owner: str, duration: float) -> HeldLock | None:
+def acquire(storage: LockStore, name: str, owner: str, duration: float) -> HeldLock | None:
     started = time.monotonic()
     lease = storage.acquire_lock(name, owner, duration)
     if lease is None:

@@ -33,11 +33,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from parallel_scheduler.clock import ClockSource
 from parallel_scheduler.process.shard_assignment import live_ids, liveness_threshold
 from parallel_scheduler.version import __version__
-from storage_adapters import InstanceRecord, Storage
+from storage_adapters import InstanceRecord, InstanceStore
 
 if TYPE_CHECKING:
     from parallel_scheduler.engine.locked_loop import LockedScheduler
@@ -72,12 +73,16 @@ def pass_view(
     return view
 
 
+class LivenessStore(InstanceStore, ClockSource, Protocol):
+    """What liveness needs of storage: the instance records and the clock that stamps them."""
+
+
 class Heartbeat:
     """Registers this process, keeps its record fresh, and removes it on ``stop()``."""
 
     def __init__(
         self,
-        storage: Storage,
+        storage: LivenessStore,
         instance_id: str,
         settings: Settings,
         schedulers: Mapping[str, LockedScheduler[Any] | Sequence[LockedScheduler[Any]]],

@@ -24,17 +24,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Final, Protocol
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from parallel_scheduler.clock import ClockSource
 from parallel_scheduler.engine.recorder import RELEASE_ERROR_REASONS, RELEASE_PATHS
 from parallel_scheduler.errors import ConfigurationError
 from parallel_scheduler.recurring.triggers import MISFIRE_POLICIES
-from storage_adapters import ClaimedJob, JobState, Storage
+from storage_adapters import ClaimedJob, JobState, JobStore, ReleaseStore
 
 __all__ = [
     "DUE_COUNT_LIMIT",
@@ -161,10 +162,14 @@ class PrometheusRecorder:
             self._misfires.labels(policy).inc(count)
 
 
+class GaugedStore(JobStore, ReleaseStore, ClockSource, Protocol):
+    """What the scrape-time gauges read: counts per state, the due jobs and the clock."""
+
+
 class StorageCollector(Collector):
     """Jobs per state, jobs due now and the lag, read from storage at scrape time (cached)."""
 
-    def __init__(self, storage: Storage, cache_seconds: float = STORAGE_CACHE) -> None:
+    def __init__(self, storage: GaugedStore, cache_seconds: float = STORAGE_CACHE) -> None:
         self._storage = storage
         self._cache_seconds = cache_seconds
         self._guard = threading.Lock()  # one storage read at a time, whoever scrapes
@@ -217,7 +222,7 @@ class MetricsServer:
     """``/metrics`` over HTTP for one service: its registry, recorder and storage collector,
     served from ``start()`` to ``stop()``."""
 
-    def __init__(self, storage: Storage, host: str, port: int) -> None:
+    def __init__(self, storage: GaugedStore, host: str, port: int) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.recorder = PrometheusRecorder(self.registry)
         self.registry.register(StorageCollector(storage))

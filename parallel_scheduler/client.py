@@ -32,12 +32,43 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ScheduleResult:
+    """What scheduling one job did.
+
+    :ivar job_id: The job's id (the one given, or the one generated).
+    :ivar created: ``True`` if the job was stored now; ``False`` if a job with this id existed
+        already, in which case nothing was changed.
+    :ivar due_at: When the stored job is due (UTC): the requested time for a new job, the stored
+        one for an existing id.
+    """
+
     job_id: str
     created: bool
     due_at: datetime
 
 
 class Client:
+    """Schedule, cancel, reschedule, read and list durable delayed jobs, and manage recurring
+    jobs (``client.recurring``), without a Celery worker or a scheduler process running.
+
+    Every call writes to or reads from storage only; a scheduler process (``parallel-scheduler
+    run``, or the Celery plugin in a worker) releases due jobs to the broker. Calls retry while
+    storage is unreachable, for at most ``retry_for`` seconds, then raise
+    ``StorageUnavailableError``. A client is safe to share between threads; close it (or use
+    it as a context manager) to release its connections.
+
+    Example:
+
+    ```python
+    from parallel_scheduler import Client
+
+    with Client(storage_url="sqlite:///jobs.db") as client:
+        client.setup()
+        result = client.schedule("tasks.add", args=(2, 3), countdown=60)
+        print(result.job_id, result.created, result.due_at)
+        client.cancel(result.job_id)
+    ```
+    """
+
     def __init__(
         self,
         storage: Storage | None = None,
@@ -50,11 +81,20 @@ class Client:
     ) -> None:
         """Use ``storage`` if given, else open the one ``settings`` (or ``overrides``) name.
 
-        ``retry_for`` bounds how long a call keeps retrying while storage is unreachable, and
-        ``connect_timeout`` (default: the ``connect_timeout`` setting) how long one attempt to
-        reach the server may take.
-        ``envelopes`` (a fast-publish dispatcher) builds each job's broker message as it is
-        accepted, so releasing it costs no serialisation.
+        :param storage: An open storage (``storage_adapters.from_url(...)``); the client does not
+            close a storage it was given.
+        :param settings: The settings to use; default ``Settings.load(overrides)``, which reads
+            ``PARALLEL_SCHEDULER_*`` environment variables too.
+        :param retry_for: How long a call keeps retrying while storage is unreachable (seconds).
+        :param envelopes: A fast-publish dispatcher's envelope maker: builds each job's broker
+            message as it is accepted, so releasing it costs no serialisation.
+        :param connect_timeout: How long one attempt to reach the server may take (default: the
+            ``connect_timeout`` setting).
+        :param overrides: Settings by name, e.g. ``storage_url="redis://127.0.0.1:6379/0"``.
+
+        :raises ConfigurationError: A setting is invalid (named in the message).
+        :raises MissingExtraError: The storage URL needs an extra that is not installed.
+        :raises InvalidStorageURLError: The storage URL cannot be parsed.
         """
         self.retry_for = retry_for
         self.envelopes = envelopes
@@ -75,6 +115,10 @@ class Client:
         return call_storage(fn, give_up_after=self.retry_for)
 
     def setup(self) -> None:
+        """Create or upgrade the storage schema; idempotent, safe from several processes.
+
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+        """
         self._call(self.storage.setup)
 
     def schedule(
@@ -88,7 +132,36 @@ class Client:
         job_id: str | None = None,
         **options: Any,
     ) -> ScheduleResult:
-        """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither)."""
+        """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither).
+
+        :param task: The Celery task name, e.g. ``"proj.tasks.send_email"``.
+        :param args: Positional arguments, JSON-serialisable.
+        :param kwargs: Keyword arguments, JSON-serialisable.
+        :param eta: When the job is due: an aware ``datetime`` or epoch seconds.
+        :param countdown: Seconds (or a ``timedelta``) from now until it is due.
+        :param job_id: The job's id, an idempotency key: scheduling an id that exists changes
+            nothing. Default: a new UUID.
+        :param options: Celery call options the release passes on (``queue``, ``priority``,
+            ``expires``, ``headers``, ...).
+
+        :returns: A ``ScheduleResult``: the id, whether it was created, and when it is due.
+
+        :raises InvalidJobError: The job is invalid (both eta and countdown, a non-JSON argument,
+            a payload over ``max_payload_bytes``, a bad id); nothing is written.
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+
+        Example:
+
+        ```python
+        from parallel_scheduler import Client
+
+        with Client(storage_url="sqlite:///jobs.db") as client:
+            client.setup()
+            first = client.schedule("tasks.report", countdown=3600, job_id="report-42")
+            again = client.schedule("tasks.report", countdown=60, job_id="report-42")
+            assert first.created and not again.created  # the first due time stands
+        ```
+        """
         spec = JobSpec(
             task,
             args=args,
@@ -101,7 +174,27 @@ class Client:
         return self.schedule_many([spec])[0]
 
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
-        """Store many jobs in one atomic bulk write: all are validated before any is written."""
+        """Store many jobs in one atomic bulk write: all are validated before any is written.
+
+        :param specs: The jobs, as ``JobSpec`` values (``JobSpec(task, args=..., countdown=...)``).
+
+        :returns: One ``ScheduleResult`` per spec, in order.
+
+        :raises InvalidJobError: One spec is invalid, or one id appears twice; nothing is written.
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+
+        Example:
+
+        ```python
+        from parallel_scheduler import Client, JobSpec
+
+        with Client(storage_url="sqlite:///jobs.db") as client:
+            client.setup()
+            specs = [JobSpec("tasks.remind", args=(u,), countdown=86400) for u in range(3)]
+            results = client.schedule_many(specs)
+            assert all(r.created for r in results)
+        ```
+        """
         now = self._clock.now()
         limit = self.settings.max_payload_bytes
         new_jobs = [spec.encode(now, limit) for spec in specs]
@@ -141,7 +234,13 @@ class Client:
         return utc_datetime(job.due_at)
 
     def cancel(self, job_id: str) -> bool:
-        """True if the job was scheduled and is now cancelled."""
+        """Cancel a scheduled job.
+
+        :returns: ``True`` if the job was scheduled and is now cancelled; ``False`` if it is missing
+            or no longer scheduled (already released, cancelled or failed).
+
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+        """
         self._verify_shards()
         return self._call(lambda: self.storage.cancel(job_id))
 
@@ -153,7 +252,18 @@ class Client:
         countdown: float | timedelta | None = None,
     ) -> bool:
         """Move a scheduled job's due time, or queue a job set aside as failed again (its
-        attempts counted afresh); False if it is missing or in another state."""
+        attempts counted afresh).
+
+        :param job_id: The job to move.
+        :param eta: The new due time: an aware ``datetime`` or epoch seconds.
+        :param countdown: Seconds (or a ``timedelta``) from now.
+
+        :returns: ``True`` if it moved; ``False`` if it is missing or in another state.
+
+        :raises InvalidJobError: Neither or both of ``eta`` and ``countdown``, or a time out of
+            range.
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+        """
         if eta is None and countdown is None:
             raise InvalidJobError("reschedule needs eta or countdown")
         due_at = due_time(self._clock.now(), eta=eta, countdown=countdown)
@@ -161,12 +271,27 @@ class Client:
         return self._call(lambda: self.storage.reschedule(job_id, due_at))
 
     def get(self, job_id: str) -> Job | None:
+        """One job by id, in any state, or ``None`` if there is none.
+
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+        """
         record = self._call(lambda: self.storage.get_job(job_id))
         return None if record is None else Job.from_record(record)
 
     def list(
         self, state: JobState | str | None = None, *, limit: int = 100, offset: int = 0
     ) -> list[Job]:
+        """Jobs of one ``state`` (or all), in due order, ``limit`` at most after skipping
+        ``offset``.
+
+        :param state: A ``JobState`` or its value (``"scheduled"``, ``"enqueued"``, ...), or
+            ``None`` for every state.
+        :param limit: How many jobs at most.
+        :param offset: How many to skip first (walked page by page, so large offsets cost reads).
+
+        :raises InvalidJobError: An unknown state, or a limit or offset out of range.
+        :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
+        """
         if isinstance(state, str):
             try:
                 state = JobState(state)
@@ -178,9 +303,11 @@ class Client:
         return [Job.from_record(r) for r in records]
 
     def counts(self) -> dict[str, int]:
+        """How many jobs are in each state, by state value (every state, zeros included)."""
         return {s.value: n for s, n in self._call(self.storage.count_by_state).items()}
 
     def close(self) -> None:
+        """Close the storage this client opened (a storage passed in is left open)."""
         if self._owns_storage:
             self.storage.close()
 

@@ -56,6 +56,8 @@ class JobState(str, enum.Enum):
 
     @property
     def is_terminal(self) -> bool:
+        """Whether a job in this state is done with: handed to the broker, cancelled or expired
+        (``FAILED`` is not: it can be rescheduled)."""
         return self in (JobState.ENQUEUED, JobState.CANCELLED, JobState.EXPIRED)
 
 

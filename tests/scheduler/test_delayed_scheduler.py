@@ -30,32 +30,7 @@ from parallel_scheduler.delayed.sending import Releaser
 from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import ClaimedJob, Storage
 from tests.conftest import POSTGRESQL_URL, require_server, unique_prefix
-
-
-class Recorder:
-    """A dispatcher that remembers what it was given and can be told to fail."""
-
-    def __init__(self, fail_after: int | None = None) -> None:
-        self.sent: list[tuple[str, str, list[Any], dict[str, Any], dict[str, Any]]] = []
-        self.fail_after = fail_after
-        self.guard = threading.Lock()
-
-    def __call__(
-        self,
-        task: str,
-        args: list[Any],
-        kwargs: dict[str, Any],
-        options: dict[str, Any],
-        job_id: str,
-    ) -> None:
-        with self.guard:
-            if self.fail_after is not None and len(self.sent) >= self.fail_after:
-                raise ConnectionError("broker unreachable")
-            self.sent.append((job_id, task, args, kwargs, options))
-
-    @property
-    def ids(self) -> list[str]:
-        return [s[0] for s in self.sent]
+from tests.recording_dispatcher import Recorder
 
 
 def make_scheduler(storage: Storage, recorder: Recorder, **settings: Any) -> DelayedJobScheduler:

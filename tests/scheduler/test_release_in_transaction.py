@@ -9,7 +9,6 @@ reported (its jobs may run twice) and never loses a job.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from typing import Any
@@ -28,6 +27,7 @@ from parallel_scheduler import (
 from storage_adapters import Storage
 from storage_adapters.sql.postgresql import PostgreSQLStorage
 from tests.conftest import POSTGRESQL_URL
+from tests.recording_dispatcher import Recorder
 
 pytestmark = pytest.mark.postgresql
 LIBPQ_URL = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
@@ -44,22 +44,7 @@ def due(storage: PostgreSQLStorage, count: int) -> list[str]:
     return [r.job_id for r in Client(storage).schedule_many(specs)]
 
 
-class Sends:
-    """A dispatcher's record: which ids were sent, how often; optional per-job hook."""
-
-    def __init__(self, hook: Any = None) -> None:
-        self.counts: Counter[str] = Counter()
-        self.hook = hook
-        self.guard = threading.Lock()
-
-    def __call__(self, task: str, args: Any, kwargs: Any, options: Any, job_id: str) -> None:
-        if self.hook is not None:
-            self.hook(job_id)
-        with self.guard:
-            self.counts[job_id] += 1
-
-
-def scheduler(storage: PostgreSQLStorage, sends: Sends, **settings: Any) -> DelayedJobScheduler:
+def scheduler(storage: PostgreSQLStorage, sends: Recorder, **settings: Any) -> DelayedJobScheduler:
     return DelayedJobScheduler(storage, CallableDispatcher(sends), Settings(**settings))
 
 
@@ -78,7 +63,7 @@ def test_a_chunk_is_sent_before_anyone_sees_it_claimed_and_enqueued_by_one_commi
         assert record is not None
         seen.append(record.state)
 
-    sends = Sends(look)
+    sends = Recorder(hook=look)
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=4)
     try:
         stats = s.run_once()
@@ -96,7 +81,7 @@ def test_a_send_over_its_time_budget_gives_the_tail_back_and_the_next_pass_sends
 ) -> None:
     ids = due(pg, 6)
     pg.send_budget = 0.25  # this storage's budget, shortened for the test
-    sends = Sends(lambda job_id: time.sleep(0.1))
+    sends = Recorder(hook=lambda job_id: time.sleep(0.1))
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
     try:
         first = s.run_once()
@@ -126,7 +111,7 @@ def test_a_failing_broker_leaves_the_unsent_jobs_scheduled_with_the_error(
         if job_id >= "j0003":
             raise ConnectionError("broker unreachable")
 
-    sends = Sends(broker)
+    sends = Recorder(hook=broker)
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
     try:
         stats = s.run_once()
@@ -160,7 +145,7 @@ def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_aga
             ).fetchall()
         ended.append(rows == [(True,)])
 
-    sends = Sends(end_own_session)
+    sends = Recorder(hook=end_own_session)
     s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
     try:
         with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.sending"):

@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import signal
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,37 +27,11 @@ from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.process.startup import log_start
 from storage_adapters import Storage
 from tests.conftest import storage_url, unique_prefix
+from tests.recording_dispatcher import Recorder
 
 SHARDS = 8
 #: A heartbeat older than this is not counted when reading the assignment from the records.
 FRESH = 1.0
-
-
-class Sent:
-    """A dispatcher that counts every job id it is handed, from any service's threads."""
-
-    def __init__(self) -> None:
-        self.ids: Counter[str] = Counter()
-        self.guard = threading.Lock()
-
-    def __call__(
-        self,
-        task: str,
-        args: list[Any],
-        kwargs: dict[str, Any],
-        options: dict[str, Any],
-        job_id: str,
-    ) -> None:
-        with self.guard:
-            self.ids[job_id] += 1
-
-    def has(self, ids: set[str]) -> bool:
-        with self.guard:
-            return ids <= self.ids.keys()
-
-    def released(self) -> Counter[str]:
-        with self.guard:
-            return Counter(self.ids)
 
 
 class Cluster:
@@ -78,7 +50,7 @@ class Cluster:
         self.client = Client(settings=self.settings)
         self.client.setup()
         self.storage: Storage = self.client.storage
-        self.sent = Sent()
+        self.sent = Recorder()
         self.services: dict[str, SchedulerService] = {}
 
     def start(self, owner: str, **overrides: Any) -> SchedulerService:
@@ -250,7 +222,7 @@ def test_without_shards_the_record_says_shard_0_and_locks_keep_their_names(
 ) -> None:
     storage = storage_adapters.from_url(storage_url(adapter_kind, tmp_path), prefix=unique_prefix())
     storage.setup()
-    service = SchedulerService.build(storage, CallableDispatcher(Sent()), Settings())
+    service = SchedulerService.build(storage, CallableDispatcher(Recorder()), Settings())
     try:
         assert service.assignment is None and service.served_shards() == {0}
         assert service.delayed_shards == [service.delayed]

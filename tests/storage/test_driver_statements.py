@@ -15,28 +15,15 @@ import pytest
 import sqlalchemy as sa
 
 from devtools.waiting import wait_until
-from storage_adapters import LockLease, NewJob, Storage, StorageError, StorageUnavailableError
+from storage_adapters import LockLease, Storage, StorageError, StorageUnavailableError
 from tests.conftest import POSTGRESQL_URL
+from tests.storage.due_jobs import add_due, take_lock
 
-LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]
 
 pytestmark = pytest.mark.parametrize(
     "adapter_kind", [pytest.param("postgresql", marks=pytest.mark.postgresql)]
 )
-
-
-def add_due(storage: Storage, count: int) -> list[str]:
-    now = storage.now()
-    ids = [f"j{i:05d}" for i in range(count)]
-    storage.add_jobs([NewJob(i, "tasks.t", "{}", now - 100 + n * 0.001) for n, i in enumerate(ids)])
-    return ids
-
-
-def take_lock(storage: Storage) -> LockLease:
-    lock = storage.acquire_lock(LOCK, "a", 60)
-    assert lock is not None
-    return lock
 
 
 def backends_running(table: str) -> list[int]:

@@ -39,10 +39,10 @@ from storage_adapters.sql.sqlite import SQLiteStorage
 from storage_adapters.sql.storage import SQLStorage
 from storage_adapters.sql.tables import MIGRATIONS, build_tables
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
+from tests.storage.due_jobs import LOCK, add_due, take_lock
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together
 
-LOCK = "delayed-scheduler"
 MakeStorage = Callable[..., Storage]
 
 
@@ -86,19 +86,6 @@ postgresql_only = pytest.mark.parametrize(
 def sql(storage: Storage) -> SQLStorage:
     assert isinstance(storage, SQLStorage)
     return storage
-
-
-def add_due(storage: Storage, count: int, prefix: str = "j") -> list[str]:
-    now = storage.now()
-    ids = [f"{prefix}{i:05d}" for i in range(count)]
-    storage.add_jobs([NewJob(i, "tasks.t", "{}", now - 100 + n * 0.001) for n, i in enumerate(ids)])
-    return ids
-
-
-def take_lock(storage: Storage) -> LockLease:
-    lock = storage.acquire_lock(LOCK, "a", 60)
-    assert lock is not None
-    return lock
 
 
 def recurring(rid: str, next_run_at: float | None) -> NewRecurring:

@@ -23,27 +23,12 @@ from storage_adapters import (
     Storage,
     list_jobs,
 )
+from tests.storage.due_jobs import LOCK, add_due, take_lock
 from tests.together import together
-
-LOCK = "delayed-scheduler"
 
 
 def job(job_id: str, due_at: float, task: str = "tasks.add", payload: str = "{}") -> NewJob:
     return NewJob(id=job_id, task=task, payload=payload, due_at=due_at)
-
-
-def add_due(storage: Storage, count: int, prefix: str = "j") -> list[str]:
-    """``count`` jobs already due, with distinct due times so their order is known."""
-    now = storage.now()
-    ids = [f"{prefix}{i:05d}" for i in range(count)]
-    storage.add_jobs([job(i, now - 100 + n * 0.001) for n, i in enumerate(ids)])
-    return ids
-
-
-def take_lock(storage: Storage, owner: str = "scheduler-a", lease: float = 30) -> LockLease:
-    lock = storage.acquire_lock(LOCK, owner, lease)
-    assert lock is not None
-    return lock
 
 
 # -- set-up and clock -----------------------------------------------------------------------
@@ -334,7 +319,7 @@ def test_claim_takes_a_due_job_out_of_the_due_set(storage: Storage) -> None:
     assert claim is not None
     assert (claim.id, claim.task, claim.attempts, claim.token) == (
         job_id,
-        "tasks.add",
+        "tasks.t",
         1,
         lock.token,
     )

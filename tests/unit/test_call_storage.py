@@ -60,18 +60,44 @@ def test_the_bare_attempts_time_counts_against_the_budget(
     assert not retry_lines(caplog)
 
 
-def test_retries_stop_within_the_budget() -> None:
-    calls: list[int] = []
+class SteppedClock:
+    """A clock that moves only when told: ``sleep`` steps it on by the seconds asked for (and
+    counts them) instead of waiting, so a budget is checked in counted seconds, the same on a
+    loaded machine as on an idle one."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_retries_stop_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a call that always fails, its bare first attempt taking 0.1 s of a 0.5 s budget,
+    # on a clock that moves only by the attempts' and the back-off's own steps
+    clock = SteppedClock()
+    began: list[float] = []
 
     def down() -> None:
-        calls.append(1)
+        began.append(clock.now)
+        if len(began) == 1:
+            clock.now += 0.1
         raise StorageUnavailableError("refused")
 
-    started = time.monotonic()
-    with pytest.raises(StorageUnavailableError, match="refused"):
-        call_storage(down, give_up_after=0.5)
-    assert time.monotonic() - started < 1.0  # no sleep ends past the budget
-    assert len(calls) >= 2
+    with monkeypatch.context() as patched:
+        patched.setattr(time, "monotonic", clock.monotonic)  # what call_storage and tenacity read
+        patched.setattr(time, "sleep", clock.sleep)  # what tenacity's back-off calls
+        with pytest.raises(StorageUnavailableError, match="refused"):
+            call_storage(down, give_up_after=0.5)
+    # Then it was retried, and every attempt began within the budget (the bare attempt's 0.1 s
+    # included): no back-off ends past it
+    assert len(began) >= 2 and len(clock.sleeps) == len(began) - 1, (began, clock.sleeps)
+    assert all(at < 0.5 for at in began), began
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,18 @@
-"""The AMQP fast path (``AmqpPublisher``) against a real RabbitMQ and a real ``celery worker``.
+"""What only the AMQP fast path (``AmqpPublisher``) promises, against a real RabbitMQ and a real
+``celery worker``: a real worker runs what it publishes, its connections and transactions (all or
+nothing, reconnection, concurrency, confirms), what it leaves to ``send_task``, its configuration,
+and the messages the broker will not take that ``send_task`` would lose (returned, nacked).
 
-Every test uses queues of its own and deletes them afterwards. Broker state is read with
-``queue.declare(passive=True)``; worker executions are recorded in Redis by
-``tests.celery_integration.e2e_celery_app``, as in the Redis end-to-end tests.
+What every dispatcher promises (each job once, its routing, send_task's message, the expiry, what
+is reported sent, a lost lease, a job that cannot be sent, among them one for a missing exchange)
+is the dispatcher contract: ``tests/dispatch/contract``. Every test uses queues of its own and
+deletes them afterwards; they are read with ``devtools.broker_messages.RabbitQueues``. Worker
+executions are recorded in Redis by ``tests.celery_integration.e2e_celery_app``, as in the Redis
+end-to-end tests.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -18,18 +23,17 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 import redis
-from amqp.exceptions import NotFound
 from celery import Celery
 from kombu import Connection
 from kombu import Exchange as KombuExchange
 from kombu import Queue as KombuQueue
 
+from devtools.broker_messages import RabbitQueues, job_ids
 from devtools.processes import stop_process
 from devtools.waiting import wait_until
 from parallel_scheduler import CeleryDispatcher, DelayedJobScheduler, JobSpec, JobState, Settings
@@ -37,7 +41,7 @@ from parallel_scheduler.celery.integration import CeleryIntegration
 from parallel_scheduler.celery.publish.amqp import AmqpPublisher
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.dispatchers import BatchDispatchError
-from parallel_scheduler.errors import ConfigurationError, LeaseLost, UnsendableJobError
+from parallel_scheduler.errors import ConfigurationError, UnsendableJobError
 from storage_adapters import ClaimedJob
 from tests.celery_apps import worker_command
 from tests.celery_integration.celery_cluster import Cluster
@@ -47,49 +51,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TASK = "e2e.record"
 
 
-class Broker:
-    """Unique queue names for one test, a look at their contents, and their deletion."""
-
-    def __init__(self) -> None:
-        self.run = uuid.uuid4().hex[:10]
-        self.connection = Connection(RABBITMQ_URL)
-        self.queues: list[str] = []
-
-    def queue(self, label: str = "q") -> str:
-        name = f"ps-amqp-{self.run}-{label}"
-        self.queues.append(name)
-        return name
-
-    def count(self, queue: str) -> int | None:
-        """Messages ready in ``queue``; ``None`` when it does not exist."""
-        with self.connection.channel() as channel:
-            try:
-                return int(channel.queue_declare(queue, passive=True).message_count)
-            except NotFound:
-                return None
-
-    def take(self, queue: str) -> list[Any]:
-        """Every message in ``queue``, removed from it (raw py-amqp messages)."""
-        taken = []
-        with self.connection.channel() as channel:
-            while (message := channel.basic_get(queue, no_ack=True)) is not None:
-                taken.append(message)
-        return taken
-
-    def delete(self, queue: str) -> None:
-        with self.connection.channel() as channel:
-            channel.queue_delete(queue)
-
-    def close(self) -> None:
-        for queue in self.queues:
-            self.delete(queue)
-        self.connection.release()
-
-
 @pytest.fixture
-def broker() -> Iterator[Broker]:
+def broker() -> Iterator[RabbitQueues]:
     require_server("rabbitmq")
-    made = Broker()
+    made = RabbitQueues(RABBITMQ_URL, "ps-amqp")
     try:
         yield made
     finally:
@@ -180,11 +145,11 @@ class Lane(NamedTuple):
 
     queue: str
     publisher: AmqpPublisher
-    broker: Broker
+    broker: RabbitQueues
 
 
 @pytest.fixture
-def lane(broker: Broker, publishers: Callable[..., AmqpPublisher]) -> Lane:
+def lane(broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]) -> Lane:
     queue = broker.queue()
     return Lane(queue, publishers(make_app(queue)), broker)
 
@@ -223,7 +188,9 @@ def test_a_real_worker_runs_every_fast_path_message_once(
 @pytest.mark.rabbitmq
 @pytest.mark.redis
 def test_routing_to_a_non_default_queue_keeps_priority(
-    broker: Broker, start_worker: Callable[..., Worker], publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues,
+    start_worker: Callable[..., Worker],
+    publishers: Callable[..., AmqpPublisher],
 ) -> None:
     # Given an app whose default queue is another one, and jobs routed elsewhere with
     # priorities, one of them by the queue's own exchange and routing key
@@ -285,19 +252,6 @@ def test_an_expired_job_is_never_executed(start_worker: Callable[..., Worker], l
     assert [run["id"] for run in worker.executions()] == [live.id]
 
 
-def test_the_expiry_travels_as_celerys_header_and_message_ttl(lane: Lane) -> None:
-    queue, publisher, broker = lane
-    expires = time.time() + 120
-    (job,) = claims(
-        [JobSpec(TASK, args=[1], options={"queue": queue, "expires": expires}, id="exp-1")]
-    )
-    publisher.dispatch_many([job])
-    (message,) = broker.take(queue)
-    headers = message.properties["application_headers"]
-    assert headers["expires"] == datetime.fromtimestamp(expires, timezone.utc).isoformat()
-    assert 110_000 <= int(message.properties["expiration"]) <= 120_000
-
-
 @pytest.mark.celery
 @pytest.mark.rabbitmq
 @pytest.mark.redis
@@ -324,64 +278,12 @@ def test_the_plugin_with_fast_publish_releases_through_the_amqp_path(tmp_path: P
             channel.queue_delete(cluster.queue)
 
 
-# -- what a worker receives is what send_task sends ---------------------------------------------
-
-
-@pytest.mark.rabbitmq
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {"priority": 5, "headers": {"x_tenant": "acme"}, "time_limit": 9, "soft_time_limit": 8},
-        {
-            "expires": time.time() + 3600,
-            "ignore_result": True,
-            "shadow": "shown-as",
-            "link": {"task": "x.cb", "args": [], "kwargs": {}, "options": {}},
-            "delivery_mode": "transient",
-        },
-    ],
-    ids=["plain", "priority-headers-limits", "expires-link-shadow-transient"],
-)
-def test_a_message_is_what_send_task_would_publish(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], options: dict[str, Any]
-) -> None:
-    # Given the same call released by send_task and by the fast path, into one queue
-    queue = broker.queue()
-    app = make_app(queue)
-    spec = JobSpec(TASK, args=[1, "é"], kwargs={"n": 1}, options={"queue": queue, **options})
-    sent = claims([dataclasses.replace(spec, id="same-1")])
-    fast = claims([dataclasses.replace(spec, id="same-2")])
-    CeleryDispatcher(app).dispatch_many(sent)
-    publishers(app).dispatch_many(fast)
-    by_celery, by_fast_path = broker.take(queue)
-    # Then everything but the job id (and Celery's per-thread reply_to) is the same
-    expected, got = dict(by_celery.properties), dict(by_fast_path.properties)
-    expected_headers = expected.pop("application_headers")
-    got_headers = got.pop("application_headers")
-    assert (got_headers["id"], got_headers["root_id"], got["correlation_id"]) == ("same-2",) * 3
-    for name in ("id", "root_id"):
-        expected_headers.pop(name), got_headers.pop(name)
-    assert got_headers == expected_headers
-    assert got.pop("reply_to") == ""
-    expected.pop("reply_to")
-    expected.pop("correlation_id"), got.pop("correlation_id")
-    if "expiration" in expected:  # milliseconds left, counted at each publish
-        assert abs(int(expected.pop("expiration")) - int(got.pop("expiration"))) < 5000
-    assert got == expected
-    assert json.loads(by_fast_path.body) == json.loads(by_celery.body)
-    assert (by_fast_path.delivery_info["exchange"], by_fast_path.delivery_info["routing_key"]) == (
-        by_celery.delivery_info["exchange"],
-        by_celery.delivery_info["routing_key"],
-    )
-
-
 # -- all or nothing ------------------------------------------------------------------------------
 
 
 @pytest.mark.rabbitmq
 def test_a_connection_lost_before_the_commit_delivers_nothing(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]
 ) -> None:
     # Given a publisher with a connection open (warmed up on another queue)
     queue, warm = broker.queue(), broker.queue("warm")
@@ -414,26 +316,6 @@ def test_a_connection_closed_while_idle_is_replaced(lane: Lane) -> None:
     publisher.dispatch_many(jobs(queue, 10, "second"))
     assert broker.count(queue) == 11
     assert publisher._pool.idle and publisher._pool.idle[0] is not link
-
-
-@pytest.mark.rabbitmq
-def test_a_lost_lease_stops_the_chunk_with_nothing_published(lane: Lane) -> None:
-    queue, publisher, broker = lane
-    asked: list[int] = []
-
-    def lease_gone() -> bool:
-        asked.append(1)
-        return False
-
-    with pytest.raises(BatchDispatchError) as raised:
-        publisher.dispatch_many(jobs(queue, 50, "lease"), lease_gone)
-    assert raised.value.sent == 0
-    assert isinstance(raised.value.cause, LeaseLost)
-    assert asked == [1]
-    assert broker.count(queue) == 0  # declared, and empty
-    # The connection stays usable
-    publisher.dispatch_many(jobs(queue, 5, "after"))
-    assert broker.count(queue) == 5
 
 
 @pytest.mark.rabbitmq
@@ -481,13 +363,13 @@ def test_concurrent_chunks_use_connections_of_their_own(lane: Lane) -> None:
     for thread in threads:
         thread.join(timeout=120)
     assert not errors
-    ids = Counter(m.properties["application_headers"]["id"] for m in broker.take(queue))
+    ids = Counter(job_ids(broker.take(queue)))
     assert ids == Counter(job.id for job in released)
 
 
 @pytest.mark.rabbitmq
 def test_confirms_mode_publishes_durably_too(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]
 ) -> None:
     queue = broker.queue()
     publisher = publishers(make_app(queue), guarantee="confirms")
@@ -501,20 +383,18 @@ def test_confirms_mode_publishes_durably_too(
 
 @pytest.mark.rabbitmq
 def test_a_non_json_serializer_goes_through_send_task(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]
 ) -> None:
     queue = broker.queue()
     app = make_app(queue, task_serializer="pickle", accept_content=["pickle", "json"])
     publishers(app).dispatch_many(jobs(queue, 3, "pickled"))
     messages = broker.take(queue)
-    assert [m.properties["content_type"] for m in messages] == [
-        "application/x-python-serialize"
-    ] * 3
+    assert [m.content_type for m in messages] == ["application/x-python-serialize"] * 3
 
 
 @pytest.mark.rabbitmq
 def test_routes_of_their_own_go_fast_and_topic_queues_through_send_task(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]
 ) -> None:
     queue = broker.queue()
     publisher = publishers(make_app(queue))
@@ -565,7 +445,7 @@ def test_a_large_header_that_fits_the_connections_frame_still_goes_fast(lane: La
     (job,) = jobs(queue, 1, "large", headers={"x_note": "ü" * 20_000})
     publisher.dispatch(job)
     (message,) = broker.take(queue)
-    assert message.properties["application_headers"]["x_note"] == "ü" * 20_000
+    assert message.headers["x_note"] == "ü" * 20_000
     assert message.properties["reply_to"] == ""  # the fast path's mark (send_task sets one)
 
 
@@ -586,48 +466,14 @@ def test_a_single_link_becomes_a_list_as_send_task_makes_it() -> None:
 # -- a message the broker will not take -----------------------------------------------------------
 
 
-def missing_exchange(broker: Broker) -> str:
-    """An exchange name nobody declared (the test's run id keeps it unique)."""
-    return f"ps-amqp-{broker.run}-no-such-exchange"
-
-
-def ids_in(broker: Broker, queue: str) -> Counter[str]:
-    return Counter(m.properties["application_headers"]["id"] for m in broker.take(queue))
-
-
-@pytest.mark.rabbitmq
-@pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
-def test_a_job_for_a_missing_exchange_is_unsendable_and_the_others_arrive_once(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
-) -> None:
-    # Given a chunk with one job routed to an exchange that does not exist, among good ones
-    queue, exchange = broker.queue(), missing_exchange(broker)
-    publisher = publishers(make_app(queue), guarantee=guarantee)
-    before, after = jobs(queue, 30, "before"), jobs(queue, 30, "after")
-    (bad,) = jobs(queue, 1, "bad", exchange=exchange, routing_key="some-key")
-    # When it is published
-    with pytest.raises(BatchDispatchError) as raised:
-        publisher.dispatch_many([*before, bad, *after])
-    # Then the jobs before it went, and it is named as the one the broker cannot take, and why
-    assert raised.value.sent == len(before)
-    cause = raised.value.cause
-    assert isinstance(cause, UnsendableJobError)
-    assert cause.job_id == bad.id
-    assert cause.reason == f"no exchange {exchange!r} on the broker"
-    # And the jobs after it go with the next call (the release sends the rest in the same pass),
-    # on a channel opened afresh: every good job is in the queue, the bad one nowhere
-    publisher.dispatch_many(after)
-    arrived = ids_in(broker, queue)
-    assert set(arrived) == {job.id for job in [*before, *after]}
-    if guarantee == "transaction":  # the broker took none of the failed transaction: once each
-        assert arrived == Counter(job.id for job in [*before, *after])
-    # (with confirms, those not acked yet when the broker closed the channel were sent again)
+def ids_in(broker: RabbitQueues, queue: str) -> Counter[str]:
+    return Counter(job_ids(broker.take(queue)))
 
 
 @pytest.mark.rabbitmq
 @pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
 def test_an_exchange_deleted_after_its_declaration_is_declared_again(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher], guarantee: str
 ) -> None:
     # Given a queue on an exchange of its own, declared by the publisher's first chunk
     queue, exchange = broker.queue(), f"ps-amqp-{broker.run}-own"
@@ -647,7 +493,7 @@ def test_an_exchange_deleted_after_its_declaration_is_declared_again(
 @pytest.mark.rabbitmq
 @pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
 def test_a_message_no_queue_is_bound_for_is_unsendable_naming_its_route(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], guarantee: str
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher], guarantee: str
 ) -> None:
     # Given a job for an exchange that exists, with a routing key no queue is bound to
     queue = broker.queue()
@@ -667,7 +513,7 @@ def test_a_message_no_queue_is_bound_for_is_unsendable_naming_its_route(
 
 @pytest.mark.rabbitmq
 def test_a_message_the_broker_nacks_is_unsendable_after_the_ones_it_took(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher]
 ) -> None:
     # Given a queue that refuses what comes beyond its third message (confirms see the nack)
     queue = broker.queue()
@@ -686,108 +532,8 @@ def test_a_message_the_broker_nacks_is_unsendable_after_the_ones_it_took(
     assert ids_in(broker, queue) == Counter(job.id for job in chunk[:3])
 
 
-@pytest.mark.rabbitmq
-def test_a_route_to_another_exchange_reaches_the_queues_bound_there(
-    broker: Broker, publishers: Callable[..., AmqpPublisher]
-) -> None:
-    # Given a queue bound to amq.topic, and jobs routed there by exchange and routing key
-    queue, bound = broker.queue(), broker.queue("bound")
-    key = f"{broker.run}.jobs"
-    with broker.connection.channel() as channel:
-        channel.queue_declare(bound, durable=True, auto_delete=False)
-        channel.queue_bind(bound, "amq.topic", key)
-    publisher = publishers(make_app(queue))
-    routed = jobs(queue, 10, "topic", exchange="amq.topic", routing_key=key)
-    # When they are published, then they reach that queue, each once
-    publisher.dispatch_many(routed)
-    assert ids_in(broker, bound) == Counter(job.id for job in routed)
-
-
-@pytest.mark.rabbitmq
-@pytest.mark.parametrize("mode", ["batch", "per_job"])
-@pytest.mark.parametrize("path", ["fast_publish", "send_task"])
-def test_a_scheduler_pass_keeps_a_job_for_a_missing_exchange_scheduled_with_the_reason(
-    broker: Broker,
-    publishers: Callable[..., AmqpPublisher],
-    tmp_path: Path,
-    mode: str,
-    path: str,
-) -> None:
-    # Given due jobs in storage, one of them routed to an exchange that does not exist
-    queue, exchange = broker.queue(), missing_exchange(broker)
-    _, storage = set_up_storage(f"sqlite:///{tmp_path / 'store.db'}")
-    now = storage.now()
-    good = [
-        JobSpec(TASK, args=[i], options={"queue": queue}, id=f"good-{i}").encode(now)
-        for i in range(20)
-    ]
-    bad = JobSpec(
-        TASK, options={"queue": queue, "exchange": exchange, "routing_key": "k"}, id="bad"
-    ).encode(now)
-    storage.add_jobs([*good[:10], bad, *good[10:]])
-    app = make_app(queue)
-    publisher = publishers(app) if path == "fast_publish" else CeleryDispatcher(app)
-    scheduler = DelayedJobScheduler(storage, publisher, Settings(release_mode=mode))
-    try:
-        # When a scheduler pass releases them (through the AMQP fast path, or send_task)
-        scheduler.run_once()
-        # Then every good job is Enqueued and in the queue once
-        assert ids_in(broker, queue) == Counter(job.id for job in good)
-        for job in good:
-            stored = storage.get_job(job.id)
-            assert stored is not None and stored.state is JobState.ENQUEUED
-        # And the bad one is not marked Enqueued: it stays Scheduled, saying why
-        stored = storage.get_job("bad")
-        assert stored is not None and stored.state is JobState.SCHEDULED
-        assert stored.last_error is not None
-        assert f"no exchange {exchange!r} on the broker" in stored.last_error
-    finally:
-        scheduler.close()
-        storage.drop()
-        storage.close()
-
-
-@pytest.mark.rabbitmq
-@pytest.mark.parametrize("place", ["middle", "last"])
-def test_send_task_names_a_job_for_a_missing_exchange_and_counts_only_the_jobs_before_it(
-    broker: Broker, place: str
-) -> None:
-    # Given a chunk for Celery's own publish path with one job routed to a missing exchange
-    queue, exchange = broker.queue(), missing_exchange(broker)
-    dispatcher = CeleryDispatcher(make_app(queue))
-    before = jobs(queue, 10, "before")
-    after = jobs(queue, 10, "after") if place == "middle" else []
-    (bad,) = jobs(queue, 1, "bad", exchange=exchange, routing_key="some-key")
-    # When it is sent (send_task does not wait for the broker, which closes the channel later)
-    with pytest.raises(BatchDispatchError) as raised:
-        dispatcher.dispatch_many([*before, bad, *after])
-    # Then the jobs before it count as sent, and it is named, with the exchange: none of the
-    # jobs after it (lost with the closed channel) is counted, wherever the error surfaced
-    assert raised.value.sent == len(before)
-    cause = raised.value.cause
-    assert isinstance(cause, UnsendableJobError) and cause.job_id == bad.id
-    assert cause.reason == f"no exchange {exchange!r} on the broker"
-    # And the next chunk goes through whole: every good job is in the queue once
-    dispatcher.dispatch_many(after)
-    dispatcher.dispatch_many(later := jobs(queue, 5, "later"))
-    assert ids_in(broker, queue) == Counter(job.id for job in [*before, *after, *later])
-
-
-@pytest.mark.rabbitmq
-def test_send_task_one_job_for_a_missing_exchange_is_unsendable(broker: Broker) -> None:
-    queue, exchange = broker.queue(), missing_exchange(broker)
-    dispatcher = CeleryDispatcher(make_app(queue))
-    (bad,) = jobs(queue, 1, "alone", exchange=exchange, routing_key="some-key")
-    with pytest.raises(UnsendableJobError) as raised:
-        dispatcher.dispatch(bad)
-    assert raised.value.job_id == bad.id
-    assert raised.value.reason == f"no exchange {exchange!r} on the broker"
-    dispatcher.dispatch((good := jobs(queue, 1, "good"))[0])
-    assert ids_in(broker, queue) == Counter(job.id for job in good)
-
-
 def release_around_one_refused(
-    broker: Broker, publisher: AmqpPublisher, tmp_path: Path, queue: str, bad: dict[str, Any]
+    broker: RabbitQueues, publisher: AmqpPublisher, tmp_path: Path, queue: str, bad: dict[str, Any]
 ) -> tuple[list[str], str | None, JobState | None]:
     """One batch-mode scheduler pass over 21 due jobs on SQLite, the one with ``bad`` options
     due in the middle (one chunk): the ids that arrived in ``queue`` in order, and the bad
@@ -805,7 +551,7 @@ def release_around_one_refused(
     scheduler = DelayedJobScheduler(storage, publisher, Settings(release_mode="batch"))
     try:
         stats = scheduler.run_once()
-        arrived = [m.properties["application_headers"]["id"] for m in broker.take(queue)]
+        arrived = job_ids(broker.take(queue))
         for spec in good:
             stored = storage.get_job(str(spec.id))
             assert stored is not None and stored.state is JobState.ENQUEUED, spec.id
@@ -821,7 +567,7 @@ def release_around_one_refused(
 @pytest.mark.rabbitmq
 @pytest.mark.parametrize("guarantee", ["transaction", "confirms"])
 def test_a_pass_sends_the_jobs_after_one_sent_back_twice_exactly_once(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path, guarantee: str
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher], tmp_path: Path, guarantee: str
 ) -> None:
     # Given a chunk with one job in its middle that no queue is bound for (sent back, declared
     # again and sent back again), while the broker takes the jobs after it
@@ -840,7 +586,7 @@ def test_a_pass_sends_the_jobs_after_one_sent_back_twice_exactly_once(
 
 @pytest.mark.rabbitmq
 def test_a_pass_sends_the_jobs_after_a_nacked_one_exactly_once(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], tmp_path: Path
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher], tmp_path: Path
 ) -> None:
     # Given a chunk with one job in its middle for a queue that refuses every message (the
     # broker nacks it under confirms) and acks the jobs after it, for a queue of their own
@@ -866,7 +612,7 @@ def test_a_pass_sends_the_jobs_after_a_nacked_one_exactly_once(
     [("nack", "confirms"), ("returned", "transaction"), ("returned", "confirms")],
 )
 def test_the_jobs_taken_after_a_refused_one_are_named_and_a_second_refused_one_is_not(
-    broker: Broker, publishers: Callable[..., AmqpPublisher], refusal: str, guarantee: str
+    broker: RabbitQueues, publishers: Callable[..., AmqpPublisher], refusal: str, guarantee: str
 ) -> None:
     # Given a chunk with two jobs the broker will not take (a queue refusing every message, or
     # a route no queue is bound to), each among good ones

@@ -8,7 +8,7 @@ dispatcher returned, so a dispatcher that raises leaves the job Scheduled.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from parallel_scheduler.errors import DispatchError, LeaseLost, UnsendableJobError
 from parallel_scheduler.jobs import decode_payload
@@ -20,10 +20,13 @@ __all__ = [
     "Dispatcher",
     "KeepGoing",
     "always",
+    "built_for_send",
     "decode_for_send",
     "metrics_label",
     "publish_description",
 ]
+
+T = TypeVar("T")
 
 #: Asked before each job of a batch is sent; ``False`` stops the batch (see ``LeaseLost``).
 KeepGoing = Callable[[], bool]
@@ -40,6 +43,17 @@ def decode_for_send(job: ClaimedJob) -> tuple[list[Any], dict[str, Any], dict[st
         raise UnsendableJobError(
             job.id, f"its stored arguments do not decode ({type(exc).__name__}: {exc})"[:300]
         ) from exc
+
+
+def built_for_send(build: Callable[[ClaimedJob], T], job: ClaimedJob) -> T:
+    """``build(job)``, a fast path's message for one claimed job: when it fails because the
+    payload does not decode, that is this job's own fault, raised as ``UnsendableJobError``
+    naming it (the release backs it off alone), never as a failure of the whole batch."""
+    try:
+        return build(job)
+    except (RecursionError, ValueError, TypeError, AttributeError):
+        decode_for_send(job)  # raises UnsendableJobError when the payload is at fault
+        raise
 
 
 def always() -> bool:
@@ -72,8 +86,33 @@ class BatchDispatchError(DispatchError):
 
 @runtime_checkable
 class Dispatcher(Protocol):
+    """What the scheduler hands due jobs to: any object with ``dispatch`` and ``dispatch_many``.
+
+    A dispatcher sends; it never touches storage. The scheduler marks a job Enqueued only after
+    the dispatcher returned, so a dispatcher that raises leaves the job Scheduled, to be sent
+    again. ``CallableDispatcher`` wraps a plain function; Celery's dispatchers
+    (``CeleryDispatcher`` and the fast publishers) live in ``parallel_scheduler.celery.publish``.
+    Pass one to ``DelayedJobScheduler(storage, dispatcher)``.
+
+    Example, a dispatcher that prints each job::
+
+        class Printer:
+            def dispatch(self, job):
+                print(job.id, job.task)
+
+            def dispatch_many(self, jobs, keep_going=lambda: True):
+                for job in jobs:
+                    if keep_going():
+                        self.dispatch(job)
+    """
+
     def dispatch(self, job: ClaimedJob) -> None:
-        """Hand one job to the worker system, or raise."""
+        """Hand one job to the worker system, or raise.
+
+        :param job: the claimed job: its id (the task id to send it under), task name and
+            serialised payload.
+        :raises Exception: any error means the job was not taken; it stays Scheduled.
+        """
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
         """Hand jobs over in order; on failure raise ``BatchDispatchError`` saying how many went.
@@ -120,7 +159,22 @@ def dispatch_each(
 
 
 class CallableDispatcher:
-    """Serves any worker system: calls ``fn(task, args, kwargs, options, job_id)`` per job."""
+    """Serves any worker system: calls ``fn(task, args, kwargs, options, job_id)`` per job.
+
+    ``fn`` gets the job's task name, its decoded positional and keyword arguments, the options
+    it was scheduled with (``queue``, ``priority``, ...) and the job id; it must raise when the
+    worker system did not take the job, which then stays Scheduled and is sent again later.
+
+    :param fn: the function that sends one job.
+
+    Example, a dispatcher that appends to a list::
+
+        sent = []
+        dispatcher = CallableDispatcher(
+            lambda task, args, kwargs, options, job_id: sent.append((job_id, task, args))
+        )
+        DelayedJobScheduler(storage, dispatcher).run_once()
+    """
 
     publishes_chunks = False  # one call per job (see ``metrics_label``)
 
@@ -128,8 +182,22 @@ class CallableDispatcher:
         self._fn = fn
 
     def dispatch(self, job: ClaimedJob) -> None:
+        """Decode ``job``'s payload and call the function with it.
+
+        :param job: the claimed job to send.
+        :raises UnsendableJobError: the job's stored arguments do not decode (this job alone is
+            tried again later).
+        :raises Exception: whatever the function raised: the job stays Scheduled.
+        """
         args, kwargs, options = decode_for_send(job)
         self._fn(job.task, args, kwargs, options, job.id)
 
     def dispatch_many(self, jobs: Sequence[ClaimedJob], keep_going: KeepGoing = always) -> None:
+        """Send ``jobs`` in order, one call each, asking ``keep_going()`` before each.
+
+        :param jobs: the claimed jobs, in the order to send them.
+        :param keep_going: asked before each send; ``False`` stops the batch.
+        :raises BatchDispatchError: a send failed or ``keep_going`` said no; its ``sent`` says
+            how many jobs went before it stopped.
+        """
         dispatch_each(self, jobs, keep_going)

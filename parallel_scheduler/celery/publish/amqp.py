@@ -55,7 +55,7 @@ from parallel_scheduler.celery.publish.message_template import (
 )
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.delayed.envelopes import ReleaseFacts, release_facts
-from parallel_scheduler.dispatchers import BatchDispatchError, KeepGoing, always
+from parallel_scheduler.dispatchers import BatchDispatchError, KeepGoing, always, built_for_send
 from parallel_scheduler.errors import (
     ConfigurationError,
     DispatchError,
@@ -135,7 +135,7 @@ class AmqpPublisher:
         whole, in order."""
         messages: list[Message] = []
         for job in jobs:
-            built = self._build(job) if self._json else None
+            built = built_for_send(self._build, job) if self._json else None
             if built is None:
                 self._fallback.dispatch_many(jobs, keep_going)
                 return

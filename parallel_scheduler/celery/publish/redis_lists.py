@@ -50,7 +50,7 @@ from parallel_scheduler.dispatchers import (
     BatchDispatchError,
     KeepGoing,
     always,
-    decode_for_send,
+    built_for_send,
     lease_lost,
 )
 from parallel_scheduler.errors import ConfigurationError
@@ -120,7 +120,7 @@ class RedisPublisher:
                 key, message = decode_envelope(job.envelope)
                 lists.setdefault(key, []).append(message)
                 continue
-            built = self._built(job) if self._json else None
+            built = built_for_send(self._build, job) if self._json else None
             if built is None:
                 self._fallback.dispatch_many(jobs, keep_going)
                 return
@@ -135,16 +135,6 @@ class RedisPublisher:
             pipeline.execute()
         except redis.RedisError as exc:
             raise BatchDispatchError(0, exc) from exc
-
-    def _built(self, job: ClaimedJob) -> tuple[str, str] | None:
-        """``_build`` at release: a payload that does not decode is this job's own fault, said
-        as ``UnsendableJobError`` naming it (the release backs it off alone), never as a
-        failure of the whole chunk."""
-        try:
-            return self._build(job)
-        except (RecursionError, ValueError, TypeError, AttributeError):
-            decode_for_send(job)  # raises UnsendableJobError when the payload is at fault
-            raise
 
     def envelope(self, job: NewJob) -> str | None:
         """The job's envelope (``envelopes.encode_envelope``), built as it is accepted

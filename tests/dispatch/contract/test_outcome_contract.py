@@ -131,17 +131,8 @@ def test_a_lost_lease_stops_the_batch_with_nothing_published(under_test: UnderTe
 
 @pytest.mark.parametrize("payload", list(UNDECODABLE), ids=list(UNDECODABLE))
 def test_an_undecodable_job_is_named_and_the_others_go_once(
-    under_test: UnderTest, payload: str, request: pytest.FixtureRequest
+    under_test: UnderTest, payload: str
 ) -> None:
-    if under_test.kind.id.startswith("amqp_publisher"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="AmqpPublisher._build raises the decoder's error for the whole batch "
-                "instead of UnsendableJobError naming the job (decode_for_send's promise; the "
-                "release still finds the job by decoding every payload, see the pass test)",
-            )
-        )
     # Given a batch with one job whose stored arguments cannot be decoded, among good ones
     queue = under_test.queues.queue()
     before, after = jobs(5, "before"), jobs(5, "after")

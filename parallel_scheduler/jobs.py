@@ -59,6 +59,28 @@ class JobSpec:
     Only the task name is positional; everything else is keyword-only, so a call reads as what it
     asks for (``JobSpec("tasks.mail", args=[1], countdown=60)``) and a misplaced argument cannot
     silently become another (an id taken for options, a countdown for an eta).
+
+    :param task: the task name the job is sent as (printable, no leading or trailing space).
+    :param args: the positional arguments, a list or tuple of JSON values.
+    :param kwargs: the keyword arguments, a mapping of names to JSON values.
+    :param options: the send options (``queue``, ``routing_key``, ``exchange``, ``priority``,
+        ``headers``, ``expires``, ...), passed to the broker as ``send_task`` takes them.
+    :param id: the job id, also the Celery task id; an idempotency key (a random UUID when
+        ``None``).
+    :param eta: when the job is due: a timezone-aware ``datetime`` or epoch seconds (an eta in
+        the past means due now).
+    :param countdown: seconds (or a ``timedelta``) from now, on the storage server's clock;
+        give ``eta`` or ``countdown``, not both (neither: due now).
+
+    Nothing is checked until ``encode`` runs (``Client.schedule_many`` runs it for every spec
+    before it stores any).
+
+    Example::
+
+        client.schedule_many(
+            JobSpec("tasks.send_reminder", args=[user_id], countdown=3600, id=f"remind-{user_id}")
+            for user_id in (1, 2, 3)
+        )
     """
 
     task: str
@@ -72,6 +94,12 @@ class JobSpec:
 
     def encode(self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> NewJob:
         """Validate everything, then serialise once; ``now`` is the storage clock's time.
+
+        :param now: the storage server's time, epoch seconds; a ``countdown`` counts from it.
+        :param max_payload_bytes: the largest serialised arguments and options allowed.
+        :returns: the job as storage takes it, its payload serialised as JSON.
+        :raises InvalidJobError: a task name, argument, option, id or due time is not allowed
+            (the message names which); nothing is written.
 
         A bulk accept runs this once per job, and under one GIL its cost is the accept's
         throughput: the usual shapes (a list of args, a dict of kwargs, a caller's id) take
@@ -219,6 +247,17 @@ class Job(StoredCall):
     hand) cannot break ``list`` or ``get`` for everyone: ``problem`` then says what is wrong,
     the datetimes are clamped into the valid range, ``due_at_epoch`` keeps the stored due time
     and ``raw_payload`` the payload that could not be decoded.
+
+    ``Client.get`` and ``Client.list`` return these. ``id`` is the job id (the Celery task id it
+    is sent under), ``task``, ``args``, ``kwargs`` and ``options`` the call; ``state`` a
+    ``JobState``; ``attempts`` how many times it was claimed; ``last_error`` why its last send
+    failed, if one did.
+
+    Example::
+
+        job = client.get(result.job_id)
+        if job is not None and job.state is JobState.SCHEDULED:
+            print(job.task, job.args, "due", job.due_at.isoformat())
     """
 
     due_at: datetime
@@ -233,6 +272,10 @@ class Job(StoredCall):
 
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:
+        """The job a storage record holds, decoded; never raises on a bad row (see ``problem``).
+
+        :param record: a job record as a storage adapter returns it.
+        """
         problems: list[str] = []
         call = cls.read_call(record, problems)
         unreadable = bool(problems)

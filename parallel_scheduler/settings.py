@@ -117,6 +117,43 @@ class Settings:
     ``log_format``: ``plain`` log lines read as prose; ``json`` writes one JSON object per line
     (time, level, logger, message and the event's fields) for a log pipeline (see
     ``log_format.py``). The worker bootstep applies it to this package's loggers only.
+
+    Every argument is keyword-only in practice (``Settings(batch_size=500)``) and has a default;
+    ``Settings.load`` adds the environment and the Celery app's configuration.
+
+    :param storage_url: where the jobs live: ``postgresql://``, ``redis://``, ``rediss://``,
+        ``unix://``, ``redis+cluster://host:port,...`` or ``sqlite:///path`` (``None``: the
+        default SQLite file, ``sqlite:///parallel-scheduler.db``).
+    :param prefix: the table or key prefix (1-40 letters, digits and ``_``): several stores can
+        share one database or Redis server under different prefixes.
+    :param max_degree_of_parallelism: the pool threads releasing jobs (1 means sequential); it
+        also sizes the storage connection pool.
+    :param batch_size: the due jobs fetched per batch.
+    :param poll_interval: the longest a scheduler sleeps before it looks for newly scheduled
+        jobs (it wakes sooner for a due time it peeked).
+    :param lock_lease: see above.
+    :param release_mode: ``"batch"`` or ``"per_job"``, see above.
+    :param max_send_attempts: see above (1-100).
+    :param max_payload_bytes: the largest serialised arguments, keyword arguments and options
+        of one job; a bigger job is refused at call time.
+    :param eta_threshold: see above.
+    :param fast_publish: see above.
+    :param accept_time_messages: see above.
+    :param connect_timeout: see above.
+    :param fallback_to_celery: see above.
+    :param metrics_port: see above.
+    :param metrics_host: the address the metrics endpoint binds (loopback by default).
+    :param retention: see above.
+    :param heartbeat_interval: see above (0.05-300 s).
+    :param shards: see above (1-1024).
+    :param log_format: ``"plain"`` or ``"json"``, see above.
+    :raises ConfigurationError: a value is out of range or malformed; the message names the
+        setting.
+
+    Example::
+
+        settings = Settings(storage_url="redis://127.0.0.1:6379/0", batch_size=500)
+        settings = Settings.load(celery_conf=app.conf)  # arguments, environment, app, defaults
     """
 
     storage_url: str | None = None
@@ -188,7 +225,23 @@ class Settings:
         environ: Mapping[str, str] | None = None,
         celery_conf: Mapping[str, Any] | None = None,
     ) -> Settings:
-        """Settings from every source, by the precedence in the module docstring."""
+        """Settings from every source, by the precedence in the module docstring.
+
+        :param overrides: setting values that win over every other source (``None`` values
+            are ignored), as ``Settings`` takes them.
+        :param environ: where ``PARALLEL_SCHEDULER_<NAME>`` variables are read (``os.environ``
+            when ``None``).
+        :param celery_conf: a Celery app's configuration (``app.conf``), read for
+            ``parallel_scheduler_<name>`` keys.
+        :returns: the validated settings.
+        :raises ConfigurationError: an unknown setting name, or a value that does not parse or
+            is out of range (the message names the setting and where it came from).
+
+        Example::
+
+            # PARALLEL_SCHEDULER_BATCH_SIZE=500 in the environment beats the app's key
+            settings = Settings.load({"prefix": "jobs"}, celery_conf=app.conf)
+        """
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         unknown = set(overrides) - _NAMES
         if unknown:
@@ -206,7 +259,10 @@ class Settings:
         return cls(**values)
 
     def describe(self) -> dict[str, Any]:
-        """The settings as shown to people: the storage URL with its password masked."""
+        """The settings as shown to people: the storage URL with its password masked.
+
+        :returns: every setting by name, as the start-up line and ``status`` show them.
+        """
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.storage_url is not None:
             shown["storage_url"] = mask_url(self.storage_url)

@@ -35,6 +35,12 @@ def load_app(spec: str) -> Any:
 
 
 def app_for_broker(broker_url: str) -> Any:
+    """A bare Celery app on ``broker_url`` with JSON messages only: what
+    ``parallel-scheduler run --broker-url`` releases jobs through when no project app is named.
+
+    :param broker_url: the broker's URL (``redis://...``, ``amqp://...``).
+    :returns: the new ``Celery`` app.
+    """
     from celery import Celery
 
     app = Celery("parallel_scheduler", broker=broker_url)

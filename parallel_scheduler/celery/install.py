@@ -84,6 +84,27 @@ def install(app: Any, **overrides: Any) -> CeleryIntegration:
 
     ``overrides`` beat ``PARALLEL_SCHEDULER_*`` variables, which beat ``app.conf``'s
     ``parallel_scheduler_*`` settings.
+
+    After it, ``apply_async`` (and ``send_task``, ``self.retry()``, canvas calls) due further
+    ahead than ``eta_threshold`` is stored durably instead of waiting in worker memory; every
+    task gets ``task.schedule(args, kwargs, countdown=... | eta=..., **options)``, which always
+    stores; ``revoke`` cancels stored calls too; ``app.parallel_scheduler`` is the integration
+    (``cancel``, ``client``); and workers accept ``--parallel-scheduler`` to run the scheduler
+    inside them. Storage is opened on first use, not here.
+
+    :param app: the Celery app.
+    :param overrides: settings by name (``storage_url="redis://..."``, ``eta_threshold=60``),
+        as ``Settings`` takes them.
+    :returns: the app's ``CeleryIntegration`` (also ``app.parallel_scheduler``).
+    :raises ConfigurationError: on first use, not here, for a bad setting (the message names
+        it).
+
+    Example::
+
+        app = Celery("proj", broker="redis://127.0.0.1:6379/0")
+        app.conf.parallel_scheduler_storage_url = "redis://127.0.0.1:6379/0"
+        app.conf.parallel_scheduler_eta_threshold = 60
+        parallel_scheduler.celery.install(app)
     """
     existing = getattr(app, ATTRIBUTE, None)
     if isinstance(existing, CeleryIntegration):

@@ -47,6 +47,24 @@ _CONNECTION_OPTIONS = ("producer", "publisher", "connection")
 
 
 class CeleryIntegration:
+    """parallel-scheduler's part of one Celery app: ``install(app)`` sets it as
+    ``app.parallel_scheduler``.
+
+    It reads the settings (``Settings.load`` over ``app.conf``), opens this process's ``Client``
+    on first use, decides which calls are stored, stores them, cancels them and builds the
+    scheduler service (``make_service``) that the worker bootstep, ``celery -A proj
+    parallel-scheduler`` and ``parallel-scheduler run --app`` run.
+
+    :param app: the Celery app.
+    :param overrides: settings that win over the environment and ``app.conf``.
+
+    Example::
+
+        result = send_reminder.apply_async((42,), countdown=3 * 24 * 3600)
+        app.parallel_scheduler.cancel(result.id)
+        job = app.parallel_scheduler.client.get(result.id)
+    """
+
     def __init__(self, app: Any, overrides: Mapping[str, Any] | None = None) -> None:
         self.app = app
         self._overrides = dict(overrides or {})

@@ -39,6 +39,36 @@ logger = logging.getLogger(__name__)
 
 
 class DelayedJobScheduler(LockedScheduler[PassStats]):
+    """Releases due delayed jobs from ``storage`` to ``dispatcher``, one locked pass at a time.
+
+    Each pass takes the store's one scheduler lock, makes the claims of dead claimers due again,
+    fetches batches of the earliest-due jobs and releases them in a bounded thread pool by the
+    release path the settings and the storage choose (see the module docstring). Any number of
+    these may run against one store, in any number of processes: one is active at a time. Most
+    programs do not build one: ``parallel-scheduler run`` and the Celery plugin run it (with the
+    recurring scheduler) for you; build one to release to a dispatcher of your own, or to run
+    passes under your own control.
+
+    :param storage: the store to release from (``storage_adapters.from_url(url)``).
+    :param dispatcher: where due jobs are handed over (a ``Dispatcher``).
+    :param settings: how to run (``Settings()`` when ``None``).
+    :param owner: the lock owner id this scheduler acts as (a unique one when ``None``).
+    :param listeners: called with what each release sent (metrics, tests, benchmarks).
+    :param owns_storage: ``close()`` closes the storage too.
+    :param shard: for one shard of a sharded store, with ``serving`` and ``pool``.
+    :param serving: for a shard: asked before each pass whether this process serves the shard.
+    :param pool: for a shard: the thread pool shared by the process's schedulers.
+
+    Example, one pass to a function::
+
+        from storage_adapters import from_url
+
+        storage = from_url("sqlite:///jobs.db")
+        scheduler = DelayedJobScheduler(storage, CallableDispatcher(send), Settings(batch_size=500))
+        stats = scheduler.run_once()  # or run_forever() until stop() or SIGTERM
+        scheduler.close()
+    """
+
     LOCK_NAME = "delayed-scheduler"
 
     def __init__(
@@ -100,6 +130,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             self.purger.stop()
 
     def close(self) -> None:
+        """Stop the retention purger and the passes, free the thread pool, and close the storage
+        if this scheduler owns it."""
         self.purger.stop()
         super().close()
 

@@ -272,6 +272,8 @@ class LockedScheduler(ABC, Generic[StatsT]):
         self._wake.set()
 
     def stop(self) -> None:
+        """Ask the loop to end: ``run_forever`` returns once the pass in flight has finished and
+        the lock is released. Safe from any thread or a signal handler."""
         self._stopping.set()
         self._wake.set()
 

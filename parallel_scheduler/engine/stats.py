@@ -38,6 +38,12 @@ class SchedulerStats(Protocol):
 
 
 class Outcome(str, enum.Enum):
+    """What became of one due job in a delayed pass; ``PassStats`` counts each outcome.
+
+    Its value is the name of the matching ``PassStats`` field and of the pass's JSON key
+    (``run --once``, ``status --json``): ``Outcome.RELEASED.value == "released"``.
+    """
+
     RELEASED = "released"  # sent to the worker system and marked Enqueued
     NOT_CLAIMED = "not_claimed"  # another claimer had it, or it was no longer due
     EXPIRED = "expired"  # its expiry passed before release: not sent, marked Expired
@@ -50,6 +56,22 @@ class Outcome(str, enum.Enum):
 
 @dataclass
 class PassStats:
+    """What one delayed-job pass did (``DelayedJobScheduler.run_once()`` returns it).
+
+    ``lock_acquired`` says whether the pass held the scheduler lock; ``idle`` that its peek found
+    nothing due, so it took no lock and did nothing else. ``batches`` and ``fetched`` count the
+    batches read and the job ids in them, ``recovered`` the claims of dead claimers made due
+    again; every other count is one ``Outcome`` (``released``, ``not_claimed``, ``expired``,
+    ``failed``, ``fenced``, ``stopped``, ``backed_off``, ``set_aside``). ``duration`` is the
+    pass's wall time in seconds.
+
+    Example::
+
+        stats = scheduler.run_once()
+        assert stats.failed == 0, stats.as_dict()
+        print(f"released {stats.released} of {stats.fetched}")
+    """
+
     lock_acquired: bool = False
     idle: bool = False  # nothing was due: one peek, no lock (``lock_acquired`` is False)
     batches: int = 0
@@ -66,6 +88,11 @@ class PassStats:
     duration: float = 0.0
 
     def add_batch(self, fetched: int, outcomes: Counter[Outcome]) -> None:
+        """Count one more batch: ``fetched`` job ids read, and each job's ``Outcome``.
+
+        :param fetched: how many due job ids the batch read.
+        :param outcomes: how many of its jobs ended in each outcome.
+        """
         self.batches += 1
         self.fetched += fetched
         self.released += outcomes[Outcome.RELEASED]
@@ -78,6 +105,8 @@ class PassStats:
         self.set_aside += outcomes[Outcome.SET_ASIDE]
 
     def as_dict(self) -> dict[str, object]:
+        """Every field by name, as plain values: what logs, ``run --once`` and ``status --json``
+        show."""
         return asdict(self)
 
 

@@ -165,7 +165,23 @@ class RecurringJob(StoredCall):
 
 
 class RecurringJobs:
-    """The management API, reached as ``Client(...).recurring``."""
+    """The management API, reached as ``Client(...).recurring``.
+
+    A recurring job fires its task on a cron schedule (in an IANA time zone, with the DST rules
+    of ``recurring/triggers.py``) or every so many seconds; the scheduler process fires each tick
+    once, as the delayed job ``<id>@<tick in UTC>``. Every method that names a job validates it
+    before storage is asked; a storage outage is retried for the client's ``retry_for`` seconds,
+    then raised as ``StorageUnavailableError``.
+
+    Example::
+
+        client.recurring.save("nightly-report", "reports.build", "30 2 * * *",
+                              timezone="Europe/Berlin", args=["eu"], queue="reports")
+        client.recurring.pause("nightly-report")
+        client.recurring.resume("nightly-report")
+        client.recurring.trigger("nightly-report")  # one extra firing now
+        client.recurring.remove("nightly-report")
+    """
 
     def __init__(
         self, storage: Storage, clock: StorageClock, max_payload_bytes: int, retry_for: float
@@ -203,6 +219,31 @@ class RecurringJobs:
         The schedule is a ``cron`` expression or an interval (``every``, seconds or timedelta).
         Everything is validated before anything is written; the next run is recomputed from
         the new cron and time zone. Updating an id that does not exist is an error.
+
+        :param recurring_id: the recurring job's id (no ``@``: its firings are ``<id>@<tick>``).
+        :param task: the task name each firing is sent as.
+        :param cron: 5 fields (minute resolution) or 6 with seconds first; give ``cron`` or
+            ``every``.
+        :param every: an interval in seconds or a ``timedelta`` (1 s to 100 years), ticking on
+            a fixed grid from ``start`` (or the Unix epoch).
+        :param args: the positional arguments of each firing (JSON values).
+        :param kwargs: the keyword arguments of each firing.
+        :param timezone: the IANA zone the cron expression is read in (``"UTC"`` by default).
+        :param start: no tick before this aware ``datetime``.
+        :param end: no tick after this aware ``datetime``.
+        :param misfire_policy: what to fire for ticks missed by more than ``misfire_grace``:
+            ``"skip"`` none, ``"run_once"`` (default) the latest, ``"run_all"`` each up to
+            ``misfire_cap``.
+        :param misfire_cap: the most missed ticks ``"run_all"`` fires (at least 1).
+        :param misfire_grace: seconds a tick may be late and still count as on time.
+        :param enabled: ``False`` saves it paused.
+        :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
+        :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
+        :returns: the saved recurring job, with its next run.
+        :raises InvalidJobError: an invalid id, cron, interval, time zone, date or policy, a
+            schedule that never fires again, ``create`` of an id that exists or ``update`` of
+            one that does not; nothing is written.
+        :raises StorageUnavailableError: storage could not be reached within ``retry_for``.
         """
         validate_recurring_id(recurring_id)
         seconds = every.total_seconds() if isinstance(every, timedelta) else every
@@ -246,22 +287,37 @@ class RecurringJobs:
         return found
 
     def get(self, recurring_id: str) -> RecurringJob | None:
+        """The recurring job with this id, or ``None``; a stored one that no longer validates
+        comes back with ``problem`` saying why."""
         record = self._call(lambda: self._storage.get_recurring(recurring_id))
         return None if record is None else RecurringJob.from_record(record)
 
     def list(self, *, limit: int = 100, offset: int = 0) -> list[RecurringJob]:
+        """Up to ``limit`` recurring jobs after the first ``offset``, ordered by id.
+
+        :raises InvalidJobError: ``limit`` or ``offset`` out of range (checked before
+            storage is asked).
+        """
         check_page(limit, offset)  # before any storage call
         records = self._call(lambda: self._storage.list_recurring(limit, offset))
         return [RecurringJob.from_record(r) for r in records]
 
     def pause(self, recurring_id: str) -> bool:
+        """Stop firing until ``resume``; returns whether the job was changed.
+
+        :raises InvalidJobError: no recurring job has this id.
+        """
         record = self._existing(recurring_id)
         return call_storage(
             lambda: self._storage.set_recurring_enabled(recurring_id, False, record.next_run_at)
         )
 
     def resume(self, recurring_id: str) -> bool:
-        """Resume from now on: ticks that passed while paused are not fired."""
+        """Resume from now on: ticks that passed while paused are not fired.
+
+        :returns: whether the job was changed.
+        :raises InvalidJobError: no recurring job has this id.
+        """
         record = self._existing(recurring_id)
         upcoming = next_tick(Schedule.from_json(record.schedule), self._clock.now())
         return call_storage(
@@ -274,6 +330,11 @@ class RecurringJobs:
         The trigger counts as a run: its job is recorded in the recent firings (marked as a
         trigger) and as the last run, in one write with the job itself. The next run is left as
         it is, so no scheduled tick moves, and none is taken for fired.
+
+        :returns: the firing's job id, ``<id>@trigger-<UTC time to the microsecond>``.
+        :raises InvalidJobError: no recurring job has this id.
+        :raises ParallelSchedulerError: the job kept changing under every attempt; nothing was
+            triggered.
         """
         for _ in range(TRIGGER_ATTEMPTS):
             job_id = self._try_trigger(recurring_id)
@@ -304,6 +365,8 @@ class RecurringJobs:
         return job.id
 
     def remove(self, recurring_id: str) -> bool:
+        """Delete the recurring job (its firings already created stay); returns whether it
+        existed."""
         return self._call(lambda: self._storage.remove_recurring(recurring_id))
 
     def _existing(self, recurring_id: str) -> RecurringRecord:

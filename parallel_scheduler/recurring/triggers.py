@@ -193,6 +193,7 @@ class Schedule:
             raise InvalidJobError(message) from None
 
     def to_json(self) -> str:
+        """The schedule as stored: a compact JSON object of its fields (``from_json`` reads it)."""
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod

@@ -71,6 +71,17 @@ class CeleryDispatcher:
 
     So ``AsyncResult(job_id)`` works, and a second delivery of one job carries the same task id,
     which makes duplicates detectable (and skippable) on the worker side.
+
+    Every job goes through Celery's own publish (its signals and publish retry included), one
+    job at a time: the slow path, and the one that carries anything Celery can send. The plugin
+    picks it when ``fast_publish`` is off or the broker has no fast path; pass it yourself to a
+    ``DelayedJobScheduler`` to release to any Celery broker.
+
+    :param app: the Celery app whose broker and routes the jobs are sent with.
+
+    Example::
+
+        scheduler = DelayedJobScheduler(storage, CeleryDispatcher(app))
     """
 
     publishes_chunks = False  # one publish per job (see ``dispatchers.metrics_label``)
@@ -90,6 +101,13 @@ class CeleryDispatcher:
         )
 
     def dispatch(self, job: ClaimedJob) -> None:
+        """Send one job with ``app.send_task(task, args, kwargs, task_id=<job id>, ...)``.
+
+        :param job: the claimed job to send.
+        :raises UnsendableJobError: this job cannot be sent (its arguments do not decode, or
+            the broker refused its route).
+        :raises Exception: the broker did not take it (it stays Scheduled).
+        """
         try:
             self.dispatch_many([job])
         except BatchDispatchError as exc:

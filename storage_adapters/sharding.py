@@ -127,8 +127,8 @@ def check_shard_count(store: Storage, expected: int, prefix: str) -> None:
             f"the store under prefix {prefix!r} is split into {stored or 1} shard(s), but this "
             f"process was opened with shards={expected}: every scheduler and client of one store "
             f"must use the same count (set shards={stored or 1}, or PARALLEL_SCHEDULER_SHARDS). "
-            "To change the count, start a new prefix and let this one drain (README: Changing "
-            "the shard count)"
+            "To change the count, start a new prefix and let this one drain (docs: Running many "
+            "schedulers, Changing the shard count)"
         )
 
 
@@ -139,6 +139,6 @@ def refuse_one_shard_jobs(store: Storage, expected: int, prefix: str) -> None:
         raise StorageConfigurationError(
             f"the store under prefix {prefix!r} already holds jobs kept in one shard; it "
             f"cannot be opened with shards={expected}. Use a new prefix for the sharded "
-            "store and let a one-shard scheduler drain this one (README: Changing the "
-            "shard count)"
+            "store and let a one-shard scheduler drain this one (docs: Running many "
+            "schedulers, Changing the shard count)"
         )

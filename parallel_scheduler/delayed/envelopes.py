@@ -240,7 +240,7 @@ def stores_envelopes(storage: Storage) -> bool:
     the message back, so the release builds nothing; building at release was about half of its
     CPU). Any storage keeps an envelope it is given (the contract); but where every claim and
     every mark rewrite the whole row (SQLite), a stored message makes the release slower than
-    building it at release (measured; the README has the figures)."""
+    building it at release (measured: docs/explanation/performance-results.md)."""
     return _releases_by_script(storage) or all(
         isinstance(shard, TransactionalReleaseStorage) for shard in shards_of(storage)
     )

@@ -87,12 +87,12 @@ class AmqpPublisher:
     for the broker's answer; when it runs out the chunk counts as not sent (it may then be
     delivered twice, never lost: the job id is the task id).
 
-    ``guarantee="confirms"`` waits for publisher confirms of the whole chunk instead (the
-    messages pipelined, one wait at the end; py-amqp's own ``confirm_publish`` would wait after
-    every message). The broker has the chunk when the call returns either way; confirms cost
-    RabbitMQ less CPU per message (the README has the figures), but they are not all or nothing:
-    after a failure part of the chunk may be queued already, and is then sent again. The
-    transaction is the default for its all-or-nothing chunks.
+    ``guarantee="confirms"`` waits for publisher confirms of the whole chunk instead (the messages
+    pipelined, one wait at the end; py-amqp's own ``confirm_publish`` would wait after every
+    message). The broker has the chunk when the call returns either way; confirms cost RabbitMQ less
+    CPU per message (docs/explanation/performance-results.md), but they are not all or nothing:
+    after a failure part of the chunk may be queued already, and is then sent again. The transaction
+    is the default for its all-or-nothing chunks.
     """
 
     publishes_chunks = True  # one transaction per chunk (see ``dispatchers.metrics_label``)

@@ -1,10 +1,10 @@
 """The fast path to a Redis broker: a whole chunk of due jobs in one round trip.
 
-Celery's publish path costs CPU per message and does not scale with threads (the README has the
-figures), so a scheduler that calls ``send_task`` per job is bounded by it. This dispatcher
-builds each message with Celery's own ``app.amqp.as_task_v2`` (the same headers, body and
-properties a worker expects), wraps it the way kombu's Redis transport does, and pushes the
-chunk with one ``MULTI``/``LPUSH``/``EXEC``: all of it or none of it.
+Celery's publish path costs CPU per message and does not scale with threads (the figures are in
+docs/explanation/performance-results.md), so a scheduler that calls ``send_task`` per job is bounded
+by it. This dispatcher builds each message with Celery's own ``app.amqp.as_task_v2`` (the same
+headers, body and properties a worker expects), wraps it the way kombu's Redis transport does, and
+pushes the chunk with one ``MULTI``/``LPUSH``/``EXEC``: all of it or none of it.
 
 It serves what the Redis transport would deliver straight to a list: queues on direct exchanges
 (Celery's default, and what ``task_routes`` to a queue name produce), JSON bodies without

@@ -1,4 +1,5 @@
-"""Storage adapters for parallel-scheduler: one contract (``Storage``), one module per backend.
+"""Storage adapters for parallel-scheduler: one contract (``Storage``, in ``base.py`` and
+``contract/``) and one package per backend (``sql/``, ``redis/``, ``sharded/``).
 
 ``from_url`` picks the adapter by the URL's scheme and imports its driver only then, so a user of
 one backend never needs the others' drivers to be importable.

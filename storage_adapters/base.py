@@ -28,8 +28,8 @@ the optional abilities beyond it), which ``Storage`` joins:
 ``ReleaseStore`` (the hand-off above), ``LockStore`` (the fenced distributed lock),
 ``RecurringStore`` (recurring jobs and their firings), ``InstanceStore`` (which scheduler
 processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``BrowseStore``
-(filtered keyset pages and finish counts, for the dashboard). A part of the core that
-needs one family can say so in its signature.
+(filtered keyset pages and finish counts, for the dashboard, ``Client.list`` and the
+command line, through ``paging.py``). The core's signatures name the families they use.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
 ``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``

@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.harness.accept_runs import accept_once
 from benchmarks.harness.options import add_rounds, parse_checked
 from benchmarks.harness.release_runs import CheckFailed, job_specs
-from benchmarks.harness.report import write_once
+from benchmarks.harness.report import environment, load_average, write_once
 
 
 def one_run(args: argparse.Namespace, shape: str, jobs: int, seed: int) -> dict[str, float]:
@@ -51,6 +51,7 @@ def main() -> None:
     if min(args.bulk_jobs, args.single_jobs, args.callers, args.call_size, args.repetitions) < 1:
         parser.error("job counts, --callers, --call-size and --repetitions must be >= 1")
     results: dict[str, Any] = {"config": {k: str(v) for k, v in vars(args).items()}}
+    results["environment"] = environment()  # the commit and the load average at the start
     scheme = args.storage_url.split(":")[0]
     print(f"| shape (storage {scheme}, {args.callers} callers) | jobs | median jobs/s | min | max "
           "| call latency p50 / p90 / p99, ms |")  # fmt: skip
@@ -67,6 +68,7 @@ def main() -> None:
             latency = " / ".join(f"{middle[f'p{q}_ms']:.1f}" for q in (50, 90, 99))
         print(f"| {shape} | {jobs:,} | {statistics.median(rates):,.0f} | {min(rates):,.0f} | "
               f"{max(rates):,.0f} | {latency} |")  # fmt: skip
+    results["environment"]["load_average_at_end"] = load_average()
     write_once(args.out, results)
 
 

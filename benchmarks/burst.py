@@ -24,7 +24,6 @@ from ``--seed``, so every system and every run of the benchmark sees the same wo
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -37,12 +36,12 @@ from typing import Any
 import redis
 
 from benchmarks.harness.brokers import is_redis
-from benchmarks.harness.burst_report import figures, markdown_report
 from benchmarks.harness.measure import ResourceMonitor, process_groups
 from benchmarks.harness.options import add_broker, add_run_options, parse_checked
 from benchmarks.harness.oracles import executions, oracles, wait_for_completion
 from benchmarks.harness.peers import PEERS, SYSTEMS, parse_peers
-from benchmarks.harness.report import conclude, environment, options
+from benchmarks.harness.report import conclude, environment, load_average, options, write_once
+from benchmarks.harness.report.burst import figures, markdown_report
 from benchmarks.harness.systems import BurstConfig, ParallelScheduler, RunContext, System
 from benchmarks.harness.workloads import plan_jobs, schedule_concurrently
 
@@ -233,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "burst",
         "passed": not failures,
         "options": options(ns),
-        "environment": {**env, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "environment": {**env, "load_average_at_end": load_average()},
         "oracle_failures": failures,
     }
     if not failures:  # the oracles come first: a failing run reports no figure
@@ -249,9 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     found = [(f"{name} {label}", oracle) for name, label, oracle in failures]
     status = conclude("burst", document, found, markdown_report, ns.out)
-    if ns.markdown is not None and not failures:
-        with ns.markdown.open("x") as out:
-            out.write(markdown_report(document))
+    if not failures:
+        write_once(ns.markdown, markdown_report(document), text=True)
     return status
 
 

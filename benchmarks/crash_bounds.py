@@ -1,13 +1,17 @@
 """Crash and stall bounds: the lock holder SIGKILLed or SIGSTOPped mid-release, per release path,
-with every job counted. A count, not a speed figure; not a CI test (``tests/faults`` holds those).
+with every job counted. A count, not a speed figure. Its verdict (``verdict``: nothing lost, no
+more duplicated than the path's bound, no "sent after its claim expired", at most one send per
+thread after SIGCONT) is also a slow test at a small size: ``tests/faults/
+test_crash_bound_verdicts.py`` (the paths ``tests/faults`` did not already bound).
 
     .venv/bin/python -m benchmarks.crash_bounds       # 10,000 jobs (50,000 on the fast paths)
     .venv/bin/python -m benchmarks.crash_bounds --jobs 1000 --paths batch --faults SIGSTOP
 
-For each release path and each fault it stores ``--jobs`` due jobs (``--fast-jobs`` on the two
-fast paths, which would otherwise be done before the fault lands), starts two real scheduler
-processes (``devtools.scheduler_process``) with the project's default settings unless
-given, and strikes the lock holder once ``--strike-at`` of the jobs went out:
+For each release path and each fault it starts two real scheduler processes
+(``devtools.scheduler_process``) with the project's default settings unless given, then stores
+``--jobs`` jobs (``--fast-jobs`` on the two fast paths, which would otherwise be done before the
+fault lands) all due ``--lead`` seconds after storing began, so both processes run before any
+job is due, and strikes the lock holder once ``--strike-at`` of the jobs went out:
 
 * ``SIGKILL``: the other process takes the lock over and releases everything;
 * ``SIGSTOP``: the other process takes over and releases everything, then the frozen one gets
@@ -24,18 +28,17 @@ printed beside each row is ``max_degree_of_parallelism`` jobs for ``per_job``,
 PostgreSQL ``TRANSACTION_CHUNK``: ``delayed_scheduler.chunk_for``), 0 for one script.
 
 It starts its own PostgreSQL and Redis (``devtools.servers``, the throwaway servers' launcher:
-installed binaries, free ports, temporary directories) and never touches a shared server.
-``--out`` appends each row as JSON; the table, the command, the commit and the load average are
-printed at the end.
+installed binaries, free ports, temporary directories) and never touches a shared server. Each
+row is printed as JSON when it is done; at the end the table, the command, the commit and the
+load average, then any failed verdict (exit status 1). ``--out`` (JSON: options, environment,
+rows, failures) is never overwritten.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +50,16 @@ from pathlib import Path
 from typing import Any
 
 import storage_adapters
+from benchmarks.harness.report import (
+    environment,
+    git_commit,
+    load_average,
+    markdown_table,
+    options,
+    refuse_existing,
+    write_once,
+)
 from devtools.broker_messages import QUEUE, fast_publisher, pushed_count, pushed_ids
-from devtools.processes import ROOT
 from devtools.scheduler_process import SchedulerProcess, lock_holder_process, read_dispatches
 from devtools.servers import PostgresServer, RedisServer, new_workdir
 from devtools.waiting import wait_until
@@ -89,14 +100,33 @@ def bound(path: ReleasePath, ns: argparse.Namespace) -> int:
     return min(int(ns.batch_size), int(ns.parallelism) * chunk)
 
 
-def store(storage: Storage, ids: list[str], broker_url: str | None, envelopes: bool) -> None:
+def store(
+    storage: Storage, ids: list[str], broker_url: str | None, envelopes: bool, due: float
+) -> None:
     maker = fast_publisher(broker_url) if envelopes and broker_url else None
-    due = storage.now() - 1
     for first in range(0, len(ids), 5000):
         page = [NewJob(i, "faults.record", "{}", due) for i in ids[first : first + 5000]]
         if maker is not None:
             page = [NewJob(j.id, j.task, j.payload, j.due_at, maker.envelope(j)) for j in page]
         storage.add_jobs(page)
+
+
+def store_when_ready(
+    storage: Storage,
+    processes: list[SchedulerProcess],
+    ids: list[str],
+    broker_url: str | None,
+    envelopes: bool,
+    lead: float,
+) -> None:
+    """Once both processes run, the jobs, all due ``lead`` s from now: so the fast paths
+    cannot have released most of them while the second process was still starting."""
+    for process in processes:
+        process.wait_ready()
+    due_at = storage.now() + lead
+    store(storage, ids, broker_url, envelopes, due_at)
+    if storage.now() >= due_at:
+        raise RuntimeError(f"storing {len(ids):,} jobs took more than --lead {lead} s")
 
 
 def settle(count: Callable[[], int], target: int, quiet_for: float) -> int:
@@ -132,9 +162,15 @@ def start_processes(
 
 
 def run_one(
-    path: ReleasePath, fault: str, ns: argparse.Namespace, pg: PostgresServer, redis: RedisServer
+    path: ReleasePath,
+    fault: str,
+    ns: argparse.Namespace,
+    pg: PostgresServer,
+    redis: RedisServer,
+    workdir: Path | None = None,
 ) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="ps-crash-bounds-"))
+    """One path under one fault: the row of the table (``ns``: the command's options)."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="ps-crash-bounds-"))
     storage_url = pg.url if path.storage == "postgresql" else redis.url_for_db(0)
     broker_url = redis.url_for_db(1) if path.broker else None
     if broker_url:
@@ -146,7 +182,6 @@ def run_one(
     storage.setup()
     jobs = ns.fast_jobs if path.broker else ns.jobs
     ids = [f"crash-{i}" for i in range(jobs)]
-    store(storage, ids, broker_url, path.envelopes)
     processes = start_processes(path, ns, workdir, storage_url, prefix, broker_url)
     records = [p.record for p in processes]
 
@@ -155,8 +190,7 @@ def run_one(
 
     row: dict[str, Any] = {"path": path.name, "fault": fault, "jobs": jobs}
     try:
-        for process in processes:
-            process.wait_ready()
+        store_when_ready(storage, processes, ids, broker_url, path.envelopes, ns.lead)
         wait_until(lambda: sent_count() >= ns.strike_at * jobs, timeout=300, interval=0.005)
         victim = lock_holder_process(storage, processes)
         row["mid_pass"] = victim is not None
@@ -235,28 +269,40 @@ def count(
     }
 
 
+def verdict(row: dict[str, Any], parallelism: int) -> list[tuple[str, Any]]:
+    """What one row broke, as (what, found): nothing lost; no more duplicated than the path's
+    bound; no "was sent after its claim expired" (kept for sends that really started late);
+    after SIGCONT, at most the sends under way at the freeze (one per thread)."""
+    where = f"{row['path']}/{row['fault']}"
+    failures: list[tuple[str, Any]] = []
+    if row["lost"] != 0:
+        failures.append((f"{where}: lost 0", row["lost"]))
+    if row["duplicated"] > row["bound"]:
+        failures.append((f"{where}: duplicated <= bound {row['bound']}", row["duplicated"]))
+    if row["late_send_warnings"] != 0:
+        failures.append((f"{where}: no '{LATE_WARNING}' logged", row["late_send_warnings"]))
+    after = row.get("sent_after_sigcont")
+    if after is not None and after > parallelism:
+        failures.append((f"{where}: sent after SIGCONT <= {parallelism} (one per thread)", after))
+    return failures
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| path | fault | jobs | claimed at the fault | take-over (s) | lost | duplicated "
-        "| bound | waiting for the stalled process | sent after SIGCONT "
-        "| 'sent after its claim expired' logged |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
-    ]
+    columns = (
+        "path", "fault", "jobs", "claimed at the fault", "take-over (s)", "lost", "duplicated",
+        "bound", "waiting for the stalled process", "sent after SIGCONT",
+        "'sent after its claim expired' logged",
+    )  # fmt: skip
+    cells = []
     for r in rows:
         after = r.get("sent_after_sigcont")
-        lines.append(
-            f"| {r['path']} | {r['fault']} | {r['jobs']:,} | {r['claimed_at_fault']:,} "
-            f"| {r['takeover_s'] or '-'} | {r['lost']} | {r['duplicated']:,} | {r['bound']:,} "
-            f"| {r.get('waiting_for_the_stalled', '-')} | {'-' if after is None else after} "
-            f"| {r['late_send_warnings']} |"
-        )
-    return "\n".join(lines)
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
+        cells.append(
+            (r["path"], r["fault"], f"{r['jobs']:,}", f"{r['claimed_at_fault']:,}",
+             r["takeover_s"] or "-", r["lost"], f"{r['duplicated']:,}", f"{r['bound']:,}",
+             r.get("waiting_for_the_stalled", "-"), "-" if after is None else after,
+             r["late_send_warnings"])
+        )  # fmt: skip
+    return markdown_table(columns, cells, "llrrrrrrrrr")
 
 
 def main(argv: list[str]) -> int:
@@ -274,38 +320,49 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--strike-at", type=float, default=0.37, help="share of jobs sent first (mid-batch)"
     )
-    parser.add_argument("--out", help="append each row as JSON to this file")
+    parser.add_argument(
+        "--lead", type=float, default=10.0, help="seconds from storing the jobs to their due time"
+    )
+    parser.add_argument("--out", type=Path, help="JSON results (never overwritten)")
     ns = parser.parse_args(argv)
-    load_start = [round(x, 2) for x in os.getloadavg()]
-    dirty = _git("status", "--porcelain", "parallel_scheduler", "storage_adapters")
-    commit = _git("rev-parse", "--short", "HEAD") + (" (code changed since)" if dirty else "")
+    refuse_existing(parser, ns.out)
+    env = environment()
     pg = PostgresServer(new_workdir("crash-pg"))
     redis = RedisServer(new_workdir("crash-redis"))
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         pg.start()
         redis.start()
-        for name in ns.paths:
-            for fault in ns.faults:
-                row = run_one(PATHS[name], fault, ns, pg, redis)
-                rows.append(row)
-                if ns.out:
-                    with open(ns.out, "a") as out:
-                        out.write(json.dumps({**row, "commit": commit}) + "\n")
+        rows.extend(
+            run_one(PATHS[name], fault, ns, pg, redis) for name in ns.paths for fault in ns.faults
+        )
     finally:
         pg.close()
         redis.close()
+    failures = [f for row in rows for f in verdict(row, ns.parallelism)]
+    env["load_average_at_end"] = load_average()
     print()
     print(table(rows))
     print(
         f"\ncommand: .venv/bin/python -m benchmarks.crash_bounds {' '.join(argv)}".rstrip()
-        + f"\ncommit: {commit}; chunk {CHUNK} ({TRANSACTION_CHUNK} on PostgreSQL); "
+        + f"\ncommit: {git_commit()}; chunk {CHUNK} ({TRANSACTION_CHUNK} on PostgreSQL); "
         f"parallelism {ns.parallelism}, batch "
         f"{ns.batch_size}, lease {ns.lock_lease} s, poll {ns.poll_interval} s, dispatch delay "
-        f"{ns.dispatch_delay} s (recording dispatcher)\nload average at start {load_start}, "
-        f"at end {[round(x, 2) for x in os.getloadavg()]}"
+        f"{ns.dispatch_delay} s (recording dispatcher)\nload average at start "
+        f"{env['load_average_at_start']}, at end {env['load_average_at_end']}"
     )
-    return 0
+    for what, found in failures:
+        print(f"crash_bounds: FAILED {what}: {found}", file=sys.stderr)
+    document = {
+        "benchmark": "crash_bounds",
+        "passed": not failures,
+        "options": options(ns),
+        "environment": env,
+        "rows": rows,
+        "failures": failures,
+    }
+    write_once(ns.out, document)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

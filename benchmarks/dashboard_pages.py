@@ -11,8 +11,10 @@ One run, on one storage server (``--storage-url``), under a fresh prefix (droppe
    jobs list (default, any state, by task, by queue: the bounded scan, a page deep in the
    keyset order), a job's detail, the recurring and errors pages, the bulk-cancel preview.
 
-The verdict: every page's p99 within ``--budget-ms``. ``--out`` (JSON) is never overwritten.
-The full size is 1,000,000 jobs, on PostgreSQL and on Redis; smoke-run it small:
+The verdict (``over_budget``): every page's p99 within ``--budget-ms``. ``--out`` (JSON) is
+never overwritten. The full size is 1,000,000 jobs, on PostgreSQL and on Redis; the same fill,
+pages and verdict run at a small size as a slow test (``tests/dashboard/test_page_budget.py``).
+Smoke-run it small:
 
     .venv/bin/python -m benchmarks.dashboard_pages \
         --storage-url redis://127.0.0.1:6379/0 --jobs 1000
@@ -28,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import storage_adapters
-from benchmarks.harness.report import conclude, environment, ms_summary, options, refuse_existing
+from benchmarks.harness.report import (
+    conclude,
+    environment,
+    load_average,
+    ms_summary,
+    options,
+    refuse_existing,
+)
 from parallel_scheduler import Client
 from parallel_scheduler.dashboard import create_app
 from storage_adapters import NewJob, Storage
@@ -36,6 +45,7 @@ from storage_adapters import NewJob, Storage
 TASKS = [f"bench.t{i}" for i in range(10)]
 QUEUES = [f"q{i}" for i in range(5)]
 YEAR = 365 * 86400.0
+BUDGET_MS = 300.0  # each page's p99: the README's "Web dashboard" budget
 
 
 def fill(storage: Storage, jobs: int, batch: int) -> dict[str, Any]:
@@ -91,16 +101,27 @@ def measure(client: Client, urls: dict[str, str], repeat: int) -> dict[str, Any]
     timings: dict[str, Any] = {}
     for name, url in urls.items():
         first = web.get(url)
-        assert first.status_code == 200, (name, first.status_code, first.data[:300])
+        if first.status_code != 200:
+            raise RuntimeError(f"{name}: {url} answered {first.status_code}: {first.data[:300]!r}")
         seconds = []
         for _ in range(repeat):
             started = time.perf_counter()
             response = web.get(url)
             seconds.append(time.perf_counter() - started)
-            assert response.status_code == 200
+            if response.status_code != 200:
+                raise RuntimeError(f"{name}: {url} answered {response.status_code}")
         timings[name] = ms_summary(seconds)
         print(f"{name:24} p50 {timings[name]['p50']:8.1f} ms  p99 {timings[name]['p99']:8.1f} ms")
     return timings
+
+
+def over_budget(timings: dict[str, Any], budget_ms: float) -> list[tuple[str, float]]:
+    """The verdict: each page whose p99 is over ``budget_ms``, as (what, found p99 in ms)."""
+    return [
+        (f"{name} p99 within {budget_ms} ms", figures["p99"])
+        for name, figures in timings.items()
+        if figures["p99"] > budget_ms
+    ]
 
 
 def main() -> int:
@@ -109,7 +130,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--budget-ms", type=float, default=300.0)
+    parser.add_argument("--budget-ms", type=float, default=BUDGET_MS)
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args()
     refuse_existing(parser, ns.out)
@@ -127,11 +148,8 @@ def main() -> int:
     finally:
         storage.drop()
         storage.close()
-    failures = [
-        (f"{name} p99 within {ns.budget_ms} ms", figures["p99"])
-        for name, figures in document["pages_ms"].items()
-        if figures["p99"] > ns.budget_ms
-    ]
+    document["load_average_at_end"] = load_average()
+    failures = over_budget(document["pages_ms"], ns.budget_ms)
     worst = max(document["pages_ms"].items(), key=lambda item: item[1]["p99"])
     return conclude(
         "dashboard_pages",

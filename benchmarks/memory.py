@@ -1,8 +1,8 @@
-"""Memory with 1,000,000 delayed jobs waiting: the scheduler process, a Celery worker with the
-plugin, and plain Celery's worker holding countdowns (measured at ``--plain-celery-jobs`` and
-extrapolated, labelled as such).
+"""Memory with many delayed jobs waiting, in two parts (``--part scheduler|worker|all``, default
+all):
 
-For each ``--storage-url`` (PostgreSQL and Redis by default), with a storage prefix of its own:
+**scheduler**: 1,000,000 jobs waiting in storage, and the processes that serve them. For each
+``--storage-url`` (PostgreSQL and Redis by default), with a storage prefix of its own:
 
 1. a scheduler process (the product's ``SchedulerService`` built by the Celery integration,
    default settings; ``harness.service_process``) and a real ``celery worker --parallel-scheduler``
@@ -14,22 +14,35 @@ For each ``--storage-url`` (PostgreSQL and Redis by default), with a storage pre
    ``--chunk`` by ``--callers`` threads (ids and payloads from ``--seed``), then ``--probes`` jobs
    due a few seconds ahead, which the schedulers must release and the worker run while the
    million wait;
-3. after ``--passes`` more scheduler passes that held the lock, the RSS of both is read again
-   (peaks sampled throughout);
+3. after ``--passes`` more scheduler passes (holding the lock, or idle: nothing due, one peek),
+   the RSS of both is read again (peaks sampled throughout);
 4. the oracles, before any figure: every job stored; storage holds exactly ``--jobs`` Scheduled
    and ``--probes`` Enqueued; every probe ran once (lost 0, duplicated 0); no waiting job ran
    (unexpected 0); the broker queue is empty; the worker is alive;
 5. the prefix, queue and result list are removed.
 
-Then plain Celery (``worker_memory.py``'s scenario, ``harness.delayed_calls``):
-``--plain-celery-jobs`` calls with ``countdown=3600`` to a plain worker, which holds every one in
-memory; its growth per call times 1,000,000 is the **extrapolated** size of a plain worker
-holding the million (not measured: that would need ~8 GiB and a very long run).
-``--plain-celery-jobs 0`` skips it.
+**worker**: a Celery worker's own memory with ``--calls`` delayed calls (``apply_async(...,
+countdown=3600)``; ``harness.delayed_calls``), one run per ``--worker-scenarios``:
+
+* ``plain``: plain Celery. The worker receives every countdown call and holds it in memory until
+  it is due (ETA tasks bypass the prefetch limit); settled once it received all of them and the
+  broker queue is empty. Its growth per call times 1,000,000 is the **extrapolated** size of a
+  plain worker holding a million (labelled as such: measuring it would take ~8 GiB);
+* ``plugin``: the same calls with the plugin installed (``eta_threshold`` 60 s, storage
+  ``--worker-storage-url``, the worker run with ``--parallel-scheduler``): the calls wait in
+  storage; settled once storage holds all of them.
+
+Each reports the worker's RSS (main process + pool children) before the calls and once settled
+(each the largest of readings over ``--window`` s), the peak sampled during the run and the
+caller's calls per second. A run that does not settle within ``--timeout`` fails its check (the
+broker must be Redis: with RabbitMQ a plain worker raises its prefetch a message or two a second,
+and would take hours to settle).
 
     .venv/bin/python -m benchmarks.memory --out memory-1m.json
+    .venv/bin/python -m benchmarks.memory --part worker --calls 100000 --out worker-memory.json
 
-``--out`` is never overwritten.
+``--out`` is never overwritten. Everything a run creates (queues, storage prefixes, worker and
+scheduler processes) is removed at the end.
 """
 
 from __future__ import annotations
@@ -48,12 +61,12 @@ import redis
 import storage_adapters
 from benchmarks.harness.brokers import delete_celery_queue, queue_length
 from benchmarks.harness.celery_apps import ready_count
-from benchmarks.harness.delayed_calls import MILLION, run_plain
+from benchmarks.harness.delayed_calls import MILLION, SCENARIOS, run_worker_part
 from benchmarks.harness.measure import MIB, PeakSampler, settled_rss
-from benchmarks.harness.memory_report import summary
 from benchmarks.harness.options import add_broker, add_run_options, parse_checked
 from benchmarks.harness.oracles import executions, oracles
 from benchmarks.harness.report import conclude, environment, load_average, options
+from benchmarks.harness.report.memory import summary
 from benchmarks.harness.service_process import ServiceConfig, ServiceProcess
 from benchmarks.harness.systems import BurstConfig, RunContext, scenario_environment
 from benchmarks.harness.waiting_jobs import specs, storage_footprint, store_waiting
@@ -64,6 +77,7 @@ from parallel_scheduler import Client, Settings
 
 TARGET_SCHEDULER_BYTES = 150 * 1000 * 1000  # the issue's 150 MB
 DEFAULT_STORAGES = ("postgresql://postgres@127.0.0.1:5432/test", "redis://127.0.0.1:6379/5")
+PARTS = ("scheduler", "worker", "all")
 
 
 # -- one storage -------------------------------------------------------------------------------
@@ -168,10 +182,10 @@ def measure(
     if any(found.values()):
         return record  # the oracles come first: no figure of a failed run
     log = service.stop()
-    loaded = [p for p in log.passes if p[2] and p[0] >= loaded_at]
-    # passes that found nothing due: the steady state with the million waiting (the passes that
-    # released probes are longer, by the probes' sends)
-    durations = sorted(p[1] * 1000 for p in loaded if p[3] == 0)
+    loaded = [p for p in log.passes if (p[2] or p[5]) and p[0] >= loaded_at]
+    # passes that found nothing due (idle: one peek, no lock): the steady state with the million
+    # waiting (the passes that released probes are longer, by the probes' sends)
+    durations = sorted(p[1] * 1000 for p in loaded if p[5] or p[3] == 0)
     record["figures"] = {
         "jobs_waiting": ns.jobs,
         "store_jobs_per_s": round(stored.created / (stored.ended - stored.started)),
@@ -203,47 +217,66 @@ def measure(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument(
+    p.add_argument("--part", choices=PARTS, default="all", help="which part runs (all)")
+    add_broker(p)
+    p.add_argument("--window", type=float, default=2.0, help="seconds per RSS reading")
+    add_run_options(p, timeout=900.0, timeout_help="seconds per wait")
+    scheduler = p.add_argument_group("scheduler part")
+    scheduler.add_argument(
         "--storage-url",
         action="append",
         help=f"repeatable; default: {' and '.join(DEFAULT_STORAGES)}",
     )
-    add_broker(p)
-    p.add_argument("--jobs", type=int, default=MILLION, help="waiting jobs stored")
-    p.add_argument("--chunk", type=int, default=2000, help="jobs per schedule_many call")
-    p.add_argument("--callers", type=int, default=4, help="threads storing them")
-    p.add_argument("--probes", type=int, default=1000, help="due jobs released while they wait")
-    p.add_argument("--warmup-passes", type=int, default=5)
-    p.add_argument("--passes", type=int, default=30, help="scheduler passes with the jobs waiting")
-    p.add_argument("--plain-celery-jobs", type=int, default=100_000, help="0 skips plain Celery")
-    p.add_argument("--window", type=float, default=2.0, help="seconds per RSS reading")
-    add_run_options(p, timeout=900.0, timeout_help="seconds per wait")
+    scheduler.add_argument("--jobs", type=int, default=MILLION, help="waiting jobs stored")
+    scheduler.add_argument("--chunk", type=int, default=2000, help="jobs per schedule_many call")
+    scheduler.add_argument("--callers", type=int, default=4, help="threads storing them")
+    scheduler.add_argument(
+        "--probes", type=int, default=1000, help="due jobs released while they wait"
+    )
+    scheduler.add_argument("--warmup-passes", type=int, default=5)
+    scheduler.add_argument(
+        "--passes", type=int, default=30, help="scheduler passes with the jobs waiting"
+    )
+    worker = p.add_argument_group("worker part")
+    worker.add_argument("--calls", type=int, default=100_000, help="delayed calls per scenario")
+    worker.add_argument("--worker-scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    worker.add_argument(
+        "--worker-storage-url",
+        default=DEFAULT_STORAGES[1],
+        help="the plugin's storage (a prefix of its own, dropped afterwards)",
+    )
+    worker.add_argument("--worker-concurrency", type=int, default=1, help="worker pool size")
     ns = parse_checked(p, argv)
     ns.storage_url = ns.storage_url or list(DEFAULT_STORAGES)
-    if min(ns.jobs, ns.chunk, ns.callers, ns.probes, ns.passes) < 1 or ns.plain_celery_jobs < 0:
-        p.error("--jobs, --chunk, --callers, --probes, --passes must be >= 1")
+    if min(ns.jobs, ns.chunk, ns.callers, ns.probes, ns.passes, ns.calls) < 1:
+        p.error("--jobs, --chunk, --callers, --probes, --passes, --calls must be >= 1")
+    if ns.worker_concurrency < 1:
+        p.error("--worker-concurrency must be >= 1")
     return ns
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
     env = environment(ns.broker_url)  # reads the Redis it reports
-    storages = [run_storage(ns, url) for url in ns.storage_url]
-    plain = run_plain(ns) if ns.plain_celery_jobs else None
-    failed = [r for r in [*storages, plain] if r is not None and any(r["oracles"].values())]
+    storages = [run_storage(ns, url) for url in ns.storage_url] if ns.part != "worker" else []
+    worker = run_worker_part(ns) if ns.part != "scheduler" else None
+    runs = [*storages, *(worker["runs"] if worker else [])]
+    failed = [r for r in runs if any(r["oracles"].values())]
     document: dict[str, Any] = {
         "benchmark": "memory",
+        "part": ns.part,
         "passed": not failed,
         "options": options(ns),
         "environment": {**env, "load_average_at_end": load_average()},
         "target": "scheduler process RSS <= 150 MB with 1,000,000 jobs waiting",
         "storages": storages,
-        "plain_celery": plain,
+        "worker_calls": worker,
     }
     found = [
-        (r.get("storage_url", "plain Celery"), {k: v for k, v in r["oracles"].items() if v})
+        (r.get("storage_url") or f"worker part, {r['scenario']}",
+         {k: v for k, v in r["oracles"].items() if v})
         for r in failed
-    ]
+    ]  # fmt: skip
     return conclude("memory", document, found, summary, ns.out)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.harness.options import add_rounds, parse_checked
 from benchmarks.harness.release_runs import CheckFailed, ReleasePath, release_once
-from benchmarks.harness.report import load_average, write_once
+from benchmarks.harness.report import environment, load_average, write_once
 
 #: broker -> path -> how it is configured
 PATHS = {
@@ -136,6 +136,7 @@ def main() -> None:
     if unknown := set(args.paths) - set(known):
         parser.error(f"unknown path(s) {sorted(unknown)} for --broker {args.broker}: {known}")
     results: dict[str, Any] = {"config": {k: str(v) for k, v in vars(args).items()}, "paths": {}}
+    results["environment"] = environment()  # the commit, versions, CPUs
     results["load_before"] = load_average()
     measure(args, results)
     results["load_after"] = load_average()

@@ -40,6 +40,7 @@ from typing import Any
 import redis
 
 from benchmarks.harness.limit_items import ONE_SCRIPT, RAW_LUA, RAW_PG
+from benchmarks.harness.report import git_commit, load_average, refuse_existing, write_once
 from devtools.processes import ROOT
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
@@ -245,18 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
-    if ns.out is not None and ns.out.exists():
-        raise SystemExit(f"{ns.out} exists: results are never overwritten")
+    refuse_existing(parser, ns.out)
     broker = redis.Redis.from_url(_broker(REDIS))
     urls = {"postgresql": POSTGRESQL, "redis": REDIS.rsplit("/", 1)[0] + "/3"}
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout
     rows: list[dict[str, Any]] = []
     document = {
         "command": " ".join(["python -m benchmarks.service_burst", *(argv or sys.argv[1:])]),
-        "commit": commit.strip(),
-        "load_start": os.getloadavg(),
+        "commit": git_commit(),
+        "load_start": load_average(),
         "rows": rows,
     }
     bursts = [
@@ -301,10 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                 _beside_limits(row, groups, burst.accept_time)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    document["load_end"] = os.getloadavg()
+    document["load_end"] = load_average()
     broker.delete("celery")
-    if ns.out is not None:
-        ns.out.write_text(json.dumps(document, indent=2))
+    write_once(ns.out, document)
     return 0
 
 

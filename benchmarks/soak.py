@@ -37,6 +37,7 @@ import psutil
 
 import storage_adapters
 from benchmarks.harness.due_fetch import FETCH, SMALL, at, explain_due_query, store, time_fetch
+from benchmarks.harness.report import git_commit, load_average
 from devtools.scheduler_process import SchedulerProcess
 from storage_adapters import Storage
 
@@ -169,9 +170,10 @@ def main() -> int:
         url = server.url
     prefix = "soak" + uuid.uuid4().hex[:8]
     storage = storage_adapters.from_url(url, prefix=prefix, pool_size=4)
+    started_load = load_average()
     try:
         storage.setup()
-        print(f"storage {storage!r}")
+        print(f"storage {storage!r}; commit {git_commit()}; load average {started_load}")
         scale(storage, url.startswith("postgres"), args.jobs)
         soak(args, url, prefix, storage)
     finally:
@@ -180,6 +182,7 @@ def main() -> int:
         storage.close()
         if server is not None:
             server.close()
+        print(f"\nload average at the start {started_load}, at the end {load_average()}")
     return 0
 
 

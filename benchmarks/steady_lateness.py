@@ -68,8 +68,8 @@ from benchmarks.harness.options import add_broker, add_run_options, parse_checke
 from benchmarks.harness.oracles import executions, oracles
 from benchmarks.harness.oracles import wait_for_completion as wait_for_executions
 from benchmarks.harness.report import conclude, environment, load_average, options
+from benchmarks.harness.report.steady import TARGET_P99_MS, summary
 from benchmarks.harness.service_system import ServiceScheduler as SteadyScheduler
-from benchmarks.harness.steady_report import TARGET_P99_MS, summary
 from benchmarks.harness.systems import BurstConfig, RunContext
 from benchmarks.harness.workloads import plan_jobs, schedule_concurrently
 from parallel_scheduler import Settings

@@ -1,6 +1,7 @@
-"""Worker memory with many delayed calls waiting, one scenario (``worker_memory.py`` runs both,
-``memory.py`` the plain one): a real ``celery worker`` receives ``countdown=3600`` calls, held in
-its memory (plain Celery) or stored by the plugin; its RSS is read before and after it settled."""
+"""The memory scenario's worker part (``python -m benchmarks.memory --part worker``): a real
+``celery worker`` gets ``countdown=3600`` calls, held in its memory (plain Celery) or stored by
+the plugin; its RSS is read before and after it settled, and each run is checked before any
+figure is kept (``run_worker_part``)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.brokers import delete_celery_queue, queue_length
-from benchmarks.harness.celery_apps import NOOP_TASK, build_celery_app, read_stats
+from benchmarks.harness.celery_apps import ETA_THRESHOLD, NOOP_TASK, build_celery_app, read_stats
 from benchmarks.harness.measure import MIB, PeakSampler, settled_rss
 from devtools.processes import clean_environment, start_process, stop_process
 from devtools.waiting import seconds_until_or_none
 
-__all__ = ["COUNTDOWN", "MILLION", "Result", "run_plain", "run_scenario"]
+__all__ = ["COUNTDOWN", "MILLION", "SCENARIOS", "Result", "run_scenario", "run_worker_part"]
 
 MILLION = 1_000_000
 
 COUNTDOWN = 3600
+#: ``--worker-scenarios``: the worker without the plugin, then with it.
+SCENARIOS = ("plain", "plugin")
 
 
 @dataclass
@@ -70,7 +73,7 @@ def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
     run = uuid.uuid4().hex[:10]
     queue, prefix = f"ps-bench-memory-{run}", f"psbenchmem{run}"
     storage_url = ns.storage_url if plugin else None
-    with tempfile.TemporaryDirectory(prefix="ps-worker-memory-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ps-memory-worker-") as tmp:
         folder = Path(tmp)
         stats = folder / "stats.json"
         env = clean_environment(
@@ -78,14 +81,14 @@ def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
             BENCH_QUEUE=queue,
             BENCH_TASK="noop",
             BENCH_ISOLATED="0",
-            BENCH_APP_NAME="worker_memory",
+            BENCH_APP_NAME="memory_worker",
             BENCH_STORAGE_URL=storage_url or "",
             BENCH_PREFIX=prefix if plugin else "",
             BENCH_STATS_FILE=str(stats),
         )
         caller = build_celery_app(
             ns.broker, queue, task="noop", isolated=False, storage_url=storage_url,
-            prefix=prefix, name="worker_memory",
+            prefix=prefix, name="memory_worker",
         )  # fmt: skip
         task = caller.tasks[NOOP_TASK]
         try:
@@ -94,12 +97,12 @@ def run_scenario(ns: argparse.Namespace, plugin: bool) -> Result:
                 def worker_up() -> bool:
                     if worker.poll() is not None:
                         log = (folder / "worker.log").read_text(errors="replace")
-                        raise SystemExit(f"worker_memory: the {name} worker exited:\n{log}")
+                        raise SystemExit(f"memory: the {name} worker exited:\n{log}")
                     return bool(read_stats(stats).get("ready"))
 
                 becoming_ready = f"the {name} worker becoming ready"
                 if seconds_until_or_none(worker_up, becoming_ready, timeout=120) is None:
-                    raise SystemExit(f"worker_memory: the {name} worker did not start")
+                    raise SystemExit(f"memory: the {name} worker did not start")
                 before = settled_rss(worker.pid, ns.window)
                 print(f"{name}: worker ready, RSS {before / MIB:.1f} MiB; scheduling {ns.jobs:,}")
                 with PeakSampler(worker.pid) as sampler:
@@ -170,29 +173,51 @@ def _clean_up(ns: argparse.Namespace, caller: Any, plugin: bool, queue: str, pre
     caller.close()
 
 
-def run_plain(ns: argparse.Namespace) -> dict[str, Any]:
-    """``worker_memory.py``'s plain-Celery scenario at ``--plain-celery-jobs``, extrapolated."""
-    wm = argparse.Namespace(
-        jobs=ns.plain_celery_jobs,
+def run_worker_part(ns: argparse.Namespace) -> dict[str, Any]:
+    """``--calls`` delayed calls to a plain worker and to one with the plugin (each of
+    ``--worker-scenarios``), each checked: every call where it waits (received by the plain
+    worker, stored by the plugin), the broker queue empty, settled within ``--timeout``. Only a
+    run that passed gets figures; the plain one also its growth per call times 1,000,000, the
+    **extrapolated** size of a plain worker holding a million (not measured: ~8 GiB)."""
+    from storage_adapters import mask_url
+
+    calls = argparse.Namespace(
+        jobs=ns.calls,
         broker=ns.broker_url,
-        storage_url=None,
-        concurrency=1,
+        storage_url=ns.worker_storage_url,
+        concurrency=ns.worker_concurrency,
         window=ns.window,
         timeout=ns.timeout,
     )
-    result = run_scenario(wm, plugin=False)
-    found = {
-        "not_received_by_worker": ns.plain_celery_jobs - result.worker_received,
-        "left_in_broker_queue": result.broker_queue_after,
-        "not_settled": int(result.settle_seconds is None),
+    runs = []
+    for scenario in ns.worker_scenarios:
+        plugin = scenario == "plugin"
+        result = run_scenario(calls, plugin)
+        found = {
+            "not_settled": int(result.settle_seconds is None),
+            "left_in_broker_queue": result.broker_queue_after,
+        }
+        if plugin:
+            found["not_stored"] = ns.calls - result.stored
+        else:
+            found["not_received_by_worker"] = ns.calls - result.worker_received
+        record: dict[str, Any] = {"scenario": scenario, "oracles": found}
+        if not any(found.values()):
+            record["figures"] = asdict(result)
+            if not plugin:
+                per_call = result.growth_bytes_per_job  # from the exact byte counts
+                record["figures"] |= {
+                    "extrapolated_rss_mib_at_1m": round(
+                        result.rss_before_mib + per_call * MILLION / MIB, 1
+                    ),
+                    "extrapolated_growth_gib_at_1m": round(per_call * MILLION / 2**30, 2),
+                }
+        runs.append(record)
+    return {
+        "broker": mask_url(ns.broker_url),
+        "storage_url": mask_url(ns.worker_storage_url),
+        "countdown_seconds": COUNTDOWN,
+        "eta_threshold_seconds": ETA_THRESHOLD,
+        "worker_concurrency": ns.worker_concurrency,
+        "runs": runs,
     }
-    record: dict[str, Any] = {"oracles": found}
-    if any(found.values()):
-        return record
-    per_job = result.growth_bytes_per_job  # from the exact byte counts
-    record["figures"] = {
-        **asdict(result),
-        "extrapolated_rss_mib_at_1m": round(result.rss_before_mib + per_job * MILLION / MIB, 1),
-        "extrapolated_growth_gib_at_1m": round(per_job * MILLION / 2**30, 2),
-    }
-    return record

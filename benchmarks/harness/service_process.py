@@ -8,12 +8,13 @@ Besides running, it records:
 * every release, from the plugin's public ``job_released`` signal: the job id and ``sent_at``, the
   storage-clock time taken after the broker accepted the message and the job was marked Enqueued
   (so an upper bound on when the message reached the broker);
-* every delayed-scheduler pass: wall-clock start, duration, whether it held the lock, and how many
-  jobs it fetched and released (by wrapping the instance's ``run_once``, which the real
-  ``run_forever`` loop calls; nothing else of the service is touched).
+* every delayed-scheduler pass: wall-clock start, duration, whether it held the lock, how many
+  jobs it fetched and released, and whether it was idle (nothing due: one peek, no lock), by
+  wrapping the instance's ``run_once``, which the real ``run_forever`` loop calls; nothing else
+  of the service is touched.
 
 Both are written to a JSON file when the process is stopped; the counts of releases and of
-passes that held the lock are shared live, so a harness can wait for them.
+passes that ran (held the lock, or were idle) are shared live, so a harness can wait for them.
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ class ServiceConfig:
 @dataclass
 class ServiceLog:
     """What the process recorded: (job id, sent_at) per release; per pass (started at, seconds,
-    lock held, fetched, released); the effective settings."""
+    lock held, fetched, released, idle: nothing was due, one peek and no lock); the effective
+    settings."""
 
     sent: list[tuple[str, float]]
-    passes: list[tuple[float, float, bool, int, int]]
+    passes: list[tuple[float, float, bool, int, int, bool]]
     settings: dict[str, Any]
 
 
@@ -86,14 +88,18 @@ def run_service(
 
     job_released.connect(on_released, weak=False)
     service = integration.make_service()
-    log: list[tuple[float, float, bool, int, int]] = []
+    log: list[tuple[float, float, bool, int, int, bool]] = []
     pass_once = service.delayed.run_once
 
     def counted_pass() -> Any:
         began = time.time()
         stats = pass_once()
-        log.append((began, stats.duration, stats.lock_acquired, stats.fetched, stats.released))
-        if stats.lock_acquired:
+        log.append(
+            (began, stats.duration, stats.lock_acquired, stats.fetched, stats.released, stats.idle)
+        )
+        # A pass that ran: it held the lock, or found nothing due (idle: no lock needed). Not one
+        # that lost the lock to another scheduler.
+        if stats.lock_acquired or stats.idle:
             passes.value += 1  # only the delayed scheduler's thread writes it
         return stats
 
@@ -152,7 +158,7 @@ class ServiceProcess:
         return self._process.is_alive()
 
     def wait_passes(self, count: int, timeout: float) -> None:
-        """Until ``count`` more lock-holding passes ran (fails if the process dies)."""
+        """Until ``count`` more passes ran, holding the lock or idle (fails if the process dies)."""
         target = self.passes + count
         seconds_until(
             lambda: self.passes >= target, f"{count} scheduler passes", timeout, [self._process]
@@ -174,7 +180,8 @@ class ServiceProcess:
         self._log = ServiceLog(
             sent=[(str(i), float(t)) for i, t in raw["sent"]],
             passes=[
-                (float(a), float(b), bool(c), int(d), int(e)) for a, b, c, d, e in raw["passes"]
+                (float(a), float(b), bool(c), int(d), int(e), bool(f))
+                for a, b, c, d, e, f in raw["passes"]
             ],
             settings=dict(raw["settings"]),
         )

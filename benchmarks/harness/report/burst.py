@@ -1,4 +1,5 @@
-"""The burst benchmark's Markdown report: medians over the retained repetitions.
+"""The burst scenario's figures of one repetition, and its Markdown report: medians over the
+retained repetitions.
 
 Called only after every oracle passed, so no figure of a failed run is ever shown. One table puts
 the systems side by side (one column each), a second gives CPU and memory per process.

@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -36,6 +37,12 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The version the package says it is (parallel_scheduler/version.py), read without importing it.
+VERSION = next(
+    line.split('"')[1]
+    for line in (ROOT / "parallel_scheduler" / "version.py").read_text().splitlines()
+    if line.startswith("__version__")
+)
 PROBES = Path(__file__).resolve().parent / "package_probes"  # programs run in the fresh venv
 REDIS_URL = os.environ.get("PARALLEL_SCHEDULER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRESQL_URL = os.environ.get(
@@ -106,6 +113,11 @@ def build_wheel(tmp: Path) -> Path:
         "License-Expression: MIT": "License-Expression: MIT" in text,
         "a Homepage project URL": "Project-URL: Homepage," in text,
         "an Issues project URL": "Project-URL: Issues," in text,
+        "a Documentation project URL": "Project-URL: Documentation," in text,
+        f"Version: {VERSION}": f"\nVersion: {VERSION}\n" in text,
+        "the summary": "\nSummary: Durable, parallel delayed and recurring" in text,
+        "the README as the description": "Description-Content-Type: text/markdown" in text,
+        "classifiers": "Classifier: Framework :: Celery" in text,
         "the redis extra": "Provides-Extra: redis" in text,
         "the postgresql extra": "Provides-Extra: postgresql" in text,
         "no hard dependency on a Redis or PostgreSQL driver": not [
@@ -119,7 +131,30 @@ def build_wheel(tmp: Path) -> Path:
     if missing:
         raise CheckFailed(f"the wheel {wheel.name} lacks: {', '.join(missing)}")
     print(f"   built {wheel.name}", flush=True)
+    build_sdist(src, tmp / "sdist")
     return wheel
+
+
+def build_sdist(src: Path, dist: Path) -> None:
+    """The source distribution, built from the same copy as the wheel: it must carry what a
+    packager or a reader of the index needs (the licence, the changelog, the docs' sources)."""
+    run("build the sdist", [sys.executable, "-m", "build", "--sdist", "-o", str(dist), str(src)])
+    (sdist,) = dist.glob("parallel_scheduler-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    must = {
+        f"version {VERSION} in its name": sdist.name == f"parallel_scheduler-{VERSION}.tar.gz",
+        "LICENSE": "LICENSE" in names,
+        "README.md": "README.md" in names,
+        "CHANGELOG.md": "CHANGELOG.md" in names,
+        "the docs' sources": "docs/index.md" in names and "mkdocs.yml" in names,
+        "the Redis Lua scripts": any(n.startswith("storage_adapters/redis/lua/") for n in names),
+        "no built site": not any(n.startswith("site/") for n in names),
+    }
+    missing = [what for what, ok in must.items() if not ok]
+    if missing:
+        raise CheckFailed(f"the sdist {sdist.name} lacks: {', '.join(missing)}")
+    print(f"   built {sdist.name}", flush=True)
 
 
 class Processes:

@@ -344,6 +344,7 @@ def _next_steps() -> None:
         "  dashboard: parallel-scheduler --storage-url URL dashboard, then open "
         "http://127.0.0.1:8080/ (pip install 'parallel-scheduler[dashboard]')",
         soft_wrap=True,
+        markup=False,  # "[dashboard]" is text, not rich markup
     )
     console.print(
         "  status:    parallel-scheduler --storage-url URL status (counts, next due, locks)",

@@ -65,6 +65,7 @@ def test_demo_on_the_filesystem_broker_runs_every_job_exactly_once(tmp_path: Pat
     # the summary ends with where to go next: the dashboard, status, the plugin quick start
     tail = summary[summary.index("next steps:") :]
     assert "parallel-scheduler --storage-url URL dashboard" in tail, summary
+    assert "pip install 'parallel-scheduler[dashboard]'" in " ".join(tail.split()), summary
     assert (
         "http://127.0.0.1:8080/" in tail and "parallel-scheduler --storage-url URL status" in tail
     )

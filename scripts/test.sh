@@ -15,10 +15,12 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== import contracts"
 .venv/bin/lint-imports
+echo "== docs"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir site
 echo "== pytest"
 # Two workers, a test file each at a time (module fixtures such as Celery workers stay on one
 # worker): most tiers wait on servers and processes, so two share the two cores well (the
-# README says what each tier costs). PYTEST_WORKERS=0 runs them in one process, in turn.
+# CONTRIBUTING.md says what each tier costs). PYTEST_WORKERS=0 runs them in one process, in turn.
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
 echo "== package"
 # The wheel in a fresh virtualenv without the dev extras: the core install, then the README's

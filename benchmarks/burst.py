@@ -50,13 +50,16 @@ from benchmarks.harness.workloads import plan_jobs, schedule_concurrently
 
 @dataclass
 class Repetition:
+    """One repetition: what ran, then its checks (``oracles``, each a count that must be 0), what
+    went wrong, and its figures (computed only once the checks pass)."""
+
     system: str
     label: str
     jobs: int
     lead: float
     oracles: dict[str, int]
-    figures: dict[str, Any]
     problems: list[str]
+    figures: dict[str, Any]
 
 
 def run_repetition(
@@ -111,7 +114,15 @@ def _measure(
             "the burst overlapped scheduling; raise --lead"
         )
     found_figures = figures(planned, scheduling, runs, sent, system, monitor)
-    return Repetition(system.name, label, count, round(lead, 1), found, found_figures, problems)
+    return Repetition(
+        system.name,
+        label,
+        count,
+        round(lead, 1),
+        oracles=found,
+        problems=problems,
+        figures=found_figures,
+    )
 
 
 def _left_in_storage(system: System, created: int) -> int:

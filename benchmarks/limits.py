@@ -41,6 +41,7 @@ from typing import Any
 from benchmarks.harness.limit_items import ITEMS, Item, Run
 from benchmarks.harness.options import add_rounds, parse_checked
 from benchmarks.harness.report import conclude, environment, load_average, options
+from benchmarks.harness.report.provenance import provenance_line
 from parallel_scheduler import Settings
 
 
@@ -203,12 +204,7 @@ def table(document: dict[str, Any]) -> str:
         "\nthe defaults: "
         + ", ".join(f"{k}={defaults[k]}" for k in _RELEASE_SETTINGS if k in defaults)
     )
-    env = document["environment"]
-    lines.append(
-        f"\ncommit {env['git_commit'][:12]}{' (dirty)' if env['git_dirty'] else ''}, "
-        f"load average at start {env['load_average_at_start']}, "
-        f"at end {document['load_average_at_end']}"
-    )
+    lines.append(provenance_line(document))
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ from typing import Any
 
 from benchmarks.harness.release_runs import CheckFailed
 from benchmarks.harness.report import append_record, environment, load_average, options
+from benchmarks.harness.report.provenance import provenance_line
 from benchmarks.harness.scale_out_runs import RunConfig, release_run
 from devtools import redis_cluster
 
@@ -118,12 +119,7 @@ def table(document: dict[str, Any]) -> str:
             f"{model['storage_limit_jobs_per_s']:,}/s = {model['storage_limit_basis']}) "
             f"-> machines {figures}"
         )
-    env = document["environment"]
-    lines.append(
-        f"\ncommit {env['git_commit'][:12]}{' (dirty)' if env['git_dirty'] else ''}, "
-        f"load average at start {env['load_average_at_start']}, "
-        f"at end {document['load_average_at_end']}"
-    )
+    lines.append(provenance_line(document))
     return "\n".join(lines)
 
 

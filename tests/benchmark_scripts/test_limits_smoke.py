@@ -11,29 +11,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.harness.limit_items import ITEMS
+from tests.benchmark_scripts.smoke import assert_never_overwrites, assert_succeeded, run_benchmark
 from tests.conftest import POSTGRESQL_URL, RABBITMQ_URL, REDIS_URL, require_server
-
-ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, "-m", "benchmarks.limits"]  # from the root: benchmarks is a package
 
 
 def _limits(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     urls = ["--redis-url", REDIS_URL, "--postgresql-url", POSTGRESQL_URL]
     urls += ["--amqp-url", RABBITMQ_URL]
-    return subprocess.run(
-        [*COMMAND, *urls, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_benchmark("limits", *urls, *args, timeout=timeout)
 
 
 @pytest.mark.redis
@@ -44,8 +34,7 @@ def test_every_item_is_checked_and_every_path_compared(tmp_path: Path) -> None:
         require_server(kind)
     out = tmp_path / "limits.json"
     tiny = ["--jobs", "200", "--single-jobs", "100", "--repetitions", "1", "--warmup", "0"]
-    done = _limits(*tiny, "--out", str(out))
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert_succeeded(_limits(*tiny, "--out", str(out)))
     document = json.loads(out.read_text())
 
     groups = document["groups"]
@@ -72,8 +61,4 @@ def test_every_item_is_checked_and_every_path_compared(tmp_path: Path) -> None:
 
 
 def test_an_existing_output_is_never_overwritten(tmp_path: Path) -> None:
-    out = tmp_path / "kept.json"
-    out.write_text("{}")
-    done = _limits("--out", str(out), timeout=60)
-    assert done.returncode == 2 and "never overwrites" in done.stderr
-    assert out.read_text() == "{}"
+    assert_never_overwrites(_limits, tmp_path)

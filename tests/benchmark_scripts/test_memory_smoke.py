@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts.smoke import assert_never_overwrites, assert_succeeded, run_benchmark
 from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
 
-ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, "-m", "benchmarks.memory"]  # from the root: benchmarks is a package
 TINY = [
     "--jobs", "2000", "--chunk", "500", "--callers", "2", "--probes", "20",
     "--warmup-passes", "1", "--passes", "2", "--window", "0.1", "--settle", "0.5",
@@ -29,9 +27,7 @@ TINY = [
 
 
 def _memory(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return run_benchmark("memory", *args, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -45,7 +41,7 @@ def test_both_parts_run_checked_and_measured(tmp_path: Path) -> None:
     pg = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
     urls = ["--storage-url", pg, "--storage-url", REDIS_URL, "--broker-url", REDIS_URL]
     done = _memory(*TINY, *urls, "--worker-storage-url", REDIS_URL, "--out", str(out))
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert_succeeded(done)
     document = json.loads(out.read_text())
     assert document["passed"] and document["part"] == "all"
     assert [run["storage_url"] for run in document["storages"]] == [pg, REDIS_URL]
@@ -69,8 +65,4 @@ def test_both_parts_run_checked_and_measured(tmp_path: Path) -> None:
 
 
 def test_an_existing_output_is_never_overwritten(tmp_path: Path) -> None:
-    out = tmp_path / "kept.json"
-    out.write_text("{}")
-    done = _memory("--out", str(out), timeout=60)
-    assert done.returncode == 2 and "never overwrites" in done.stderr
-    assert out.read_text() == "{}"
+    assert_never_overwrites(_memory, tmp_path)

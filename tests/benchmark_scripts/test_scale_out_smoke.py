@@ -13,16 +13,12 @@ PostgreSQL about 0.2 s a shard), which at 2,000 jobs is most of the run.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts.smoke import assert_succeeded, run_benchmark
 from tests.conftest import POSTGRESQL_URL, redis_cluster_url, require_server
-
-ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [sys.executable, "-m", "benchmarks.scale_out"]  # from the root: benchmarks is a package
 
 
 @pytest.mark.postgresql
@@ -34,15 +30,8 @@ def test_tiny_runs_are_checked_measured_and_appended(tmp_path: Path) -> None:
     out.write_text('{"kept": true}\n')  # an earlier record, which must survive
     tiny = ["--redis-jobs", "2000", "--pg-jobs", "2000", "--processes", "1", "2", "--shards", "4"]
     urls = ["--redis-cluster-url", redis_cluster_url(), "--postgresql-url", POSTGRESQL_URL]
-    done = subprocess.run(
-        [*COMMAND, *tiny, *urls, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_benchmark("scale_out", *tiny, *urls, "--out", str(out), timeout=180)
+    assert_succeeded(done)
     lines = out.read_text().splitlines()
     assert json.loads(lines[0]) == {"kept": True} and len(lines) == 2
     document = json.loads(lines[1])

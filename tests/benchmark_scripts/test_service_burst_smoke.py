@@ -9,17 +9,14 @@ figures themselves are not asserted: at 300 jobs they mean nothing.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 import redis
 
+from tests.benchmark_scripts.smoke import assert_succeeded, run_benchmark
 from tests.conftest import POSTGRESQL_URL, REDIS_URL, require_server
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tables() -> set[str]:
@@ -45,15 +42,7 @@ def test_every_row_is_checked_through_the_pass_and_the_service(tmp_path: Path) -
     out = tmp_path / "service_burst.json"
     tiny = ["--jobs", "300", "--recurring", "30", "--lead", "2", "--shards", str(shards)]
     tiny += ["--limits"]  # limits.py's figures beside, in the same run
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.service_burst", *tiny, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert_succeeded(run_benchmark("service_burst", *tiny, "--out", str(out), timeout=300))
     document = json.loads(out.read_text())
     assert document["commit"] and len(document["load_start"]) == 3
     shapes = {(row["storage"], row["kind"], row["messages"]) for row in document["rows"]}

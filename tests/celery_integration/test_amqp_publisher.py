@@ -45,6 +45,7 @@ from parallel_scheduler.errors import ConfigurationError, UnsendableJobError
 from storage_adapters import ClaimedJob
 from tests.celery_apps import worker_command
 from tests.celery_integration.celery_cluster import Cluster
+from tests.celery_integration.fast_path import own_queues, producer_app
 from tests.conftest import RABBITMQ_URL, REDIS_URL, made_by, require_server, set_up_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,19 +54,12 @@ TASK = "e2e.record"
 
 @pytest.fixture
 def broker() -> Iterator[RabbitQueues]:
-    require_server("rabbitmq")
-    made = RabbitQueues(RABBITMQ_URL, "ps-amqp")
-    try:
-        yield made
-    finally:
-        made.close()
+    yield from own_queues(RabbitQueues, "ps-amqp")
 
 
 def make_app(default_queue: str, **conf: Any) -> Celery:
     """The releasing side: a producer app like a user's, on the real RabbitMQ."""
-    app = Celery(f"amqp-fast-{uuid.uuid4().hex[:6]}", broker=RABBITMQ_URL)
-    app.conf.update({"task_serializer": "json", "task_default_queue": default_queue, **conf})
-    return app
+    return producer_app("rabbitmq", "amqp-fast", default_queue, **conf)
 
 
 def claims(specs: Sequence[JobSpec]) -> list[ClaimedJob]:

@@ -28,6 +28,7 @@ from parallel_scheduler import ParallelSchedulerError, StorageUnavailableError
 from tests.celery_integration.celery_cluster import Cluster
 from tests.conftest import REDIS_URL, SLOW_MACHINE_FACTOR, require_server
 from tests.loopback import CountingListener
+from tests.retry_warnings import RETRY_LOGGER, announced_waits
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
 
@@ -36,23 +37,11 @@ UNREACHABLE = {
     "redis": "redis://127.0.0.1:1/0",
     "postgresql": "postgresql://postgres:hunter2@127.0.0.1:1/test",
 }
-RETRY_LOGGER = "parallel_scheduler.engine.retrying"
 #: The default ``connect_timeout`` setting, in seconds: the caller's whole retry budget too.
 CONNECT_TIMEOUT = 2.0
 #: What a silent server cost before each attempt was bounded by ``connect_timeout``: the
 #: driver's own default wait.
 DRIVER_DEFAULT_WAIT = 10.0
-
-
-def announced_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
-    """The waits, in seconds, that the retry WARNING lines announced (``retrying in %.1f s``),
-    unrounded: the line's third argument."""
-    waits: list[float] = []
-    for record in caplog.records:
-        if record.name == RETRY_LOGGER:
-            assert isinstance(record.args, tuple) and isinstance(record.args[2], float), record.args
-            waits.append(record.args[2])
-    return waits
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from devtools.broker_messages import RedisQueues, job_ids
 from parallel_scheduler import CeleryDispatcher, JobSpec
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from storage_adapters import ClaimedJob, NewJob
-from tests.conftest import REDIS_URL, require_server
+from tests.celery_integration.fast_path import own_queues, producer_app
 from tests.dispatch.messages import CALL_OPTIONS, same_call
 
 pytestmark = [pytest.mark.celery, pytest.mark.redis]
@@ -35,19 +34,12 @@ TASK = "redis_fast.record"  # its own name: another module shares a task "e2e.re
 
 @pytest.fixture
 def broker() -> Iterator[RedisQueues]:
-    require_server("redis")
-    made = RedisQueues(REDIS_URL, "ps-redis-fast")
-    try:
-        yield made
-    finally:
-        made.close()
+    yield from own_queues(RedisQueues, "ps-redis-fast")
 
 
 def make_app(default_queue: str, **conf: Any) -> Celery:
     """The releasing side: a producer app like a user's, on the real Redis broker."""
-    app = Celery(f"redis-fast-{uuid.uuid4().hex[:6]}", broker=REDIS_URL)
-    app.conf.update({"task_serializer": "json", "task_default_queue": default_queue, **conf})
-    return app
+    return producer_app("redis", "redis-fast", default_queue, **conf)
 
 
 def registered(app: Celery, **task_options: Any) -> None:

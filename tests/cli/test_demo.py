@@ -41,21 +41,44 @@ def _executed_once_each(tmp_path: Path, jobs: int) -> None:
     assert len(executed) == len(set(executed)) == jobs
 
 
-def test_demo_on_the_filesystem_broker_runs_every_job_exactly_once(tmp_path: Path) -> None:
-    result = _demo(tmp_path, "--broker", "filesystem")
+def _shows(summary: str, *rows: str) -> None:
+    """Each of ``rows`` (a regular expression: a label, its column rule, a value) is in the
+    summary."""
+    for row in rows:
+        assert re.search(row, summary), f"no row {row!r} in:\n{summary}"
+
+
+def _every_job_ran_once(
+    result: subprocess.CompletedProcess[str], parallelism: str, batch_size: str
+) -> str:
+    """The summary of a demo that succeeded: its 1,000 jobs ran, none lost or run twice, and the
+    settings it ran with, batch release and fast publish (the defaults) at ``parallelism`` and
+    ``batch_size``."""
     assert result.returncode == 0, result.stdout + result.stderr
     summary = result.stdout
-    assert re.search(r"executed\s+│\s+1,000", summary), summary
-    assert re.search(r"lost\s+│\s+0\s", summary), summary
-    assert re.search(r"duplicated\s+│\s+0\s", summary), summary
-    # the settings it ran with, and the path the jobs actually took
-    assert re.search(r"release mode\s+│\s+batch\s", summary), summary
-    # fast publish is on by default, and the demo's filesystem broker has no fast path: send_task
-    assert re.search(r"fast publish\s+│\s+on\s", summary), summary
-    assert re.search(r"publisher\s+│\s+CeleryDispatcher, one job at a time", summary), summary
-    assert re.search(r"publish path\s+│\s+send_task, claimed in batches \(1,000\)", summary)
-    assert re.search(r"parallelism\s+│\s+4\s", summary), summary
-    assert re.search(r"batch size\s+│\s+1,000\s", summary), summary
+    _shows(
+        summary,
+        r"executed\s+│\s+1,000",
+        r"lost\s+│\s+0\s",
+        r"duplicated\s+│\s+0\s",
+        r"release mode\s+│\s+batch\s",
+        r"fast publish\s+│\s+on\s",
+        rf"parallelism\s+│\s+{parallelism}\s",
+        rf"batch size\s+│\s+{batch_size}\s",
+    )
+    return summary
+
+
+def test_demo_on_the_filesystem_broker_runs_every_job_exactly_once(tmp_path: Path) -> None:
+    result = _demo(tmp_path, "--broker", "filesystem")
+    summary = _every_job_ran_once(result, parallelism="4", batch_size="1,000")
+    # the path the jobs actually took: fast publish is on by default, and the demo's filesystem
+    # broker has no fast path: send_task
+    _shows(
+        summary,
+        r"publisher\s+│\s+CeleryDispatcher, one job at a time",
+        r"publish path\s+│\s+send_task, claimed in batches \(1,000\)",
+    )
     # one row says why this is not the fast path, and what to do for it
     flat = _flat(summary)
     assert "not the fast path --broker filesystem: the filesystem broker has no fast path " in flat
@@ -97,19 +120,14 @@ def test_demo_by_default_shows_the_one_script_fast_path_on_its_own_redis(tmp_pat
     _require_redis_server()
     # non-default settings, so the test also shows the demo's options take effect
     result = _demo(tmp_path, "--max-degree-of-parallelism", "3", "--batch-size", "500")
-    assert result.returncode == 0, result.stdout + result.stderr
-    summary = result.stdout
+    summary = _every_job_ran_once(result, parallelism="3", batch_size="500")
     flat = _flat(summary)
-    assert re.search(r"executed\s+│\s+1,000", summary), summary
-    assert re.search(r"lost\s+│\s+0\s", summary), summary
-    assert re.search(r"duplicated\s+│\s+0\s", summary), summary
     # storage on the broker's Redis server: every job released by the one script
-    assert re.search(r"publish path\s+│\s+one script, storage to broker \(1,000\)", summary)
-    assert re.search(r"publisher\s+│\s+RedisPublisher lists, one script per", summary), summary
-    assert re.search(r"release mode\s+│\s+batch\s", summary), summary
-    assert re.search(r"fast publish\s+│\s+on\s", summary), summary
-    assert re.search(r"parallelism\s+│\s+3\s", summary), summary
-    assert re.search(r"batch size\s+│\s+500\s", summary), summary
+    _shows(
+        summary,
+        r"publish path\s+│\s+one script, storage to broker \(1,000\)",
+        r"publisher\s+│\s+RedisPublisher lists, one script per",
+    )
     assert "not the fast path" not in flat, summary
     match = re.search(r"redis://127\.0\.0\.1:(\d+)/0", flat)
     assert match, summary

@@ -19,20 +19,14 @@ import pytest
 import storage_adapters
 from benchmarks.dashboard_pages import BUDGET_MS, fill, measure, over_budget, pages
 from parallel_scheduler import Client
-from tests.conftest import SLOW_MACHINE_FACTOR, storage_url, unique_prefix
+from tests.conftest import ADAPTERS, SLOW_MACHINE_FACTOR, storage_url, unique_prefix
 
 JOBS = 100_000
 REPEAT = 20  # the benchmark's default: p99 of 20 timed requests a page
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param("postgresql", marks=pytest.mark.postgresql),
-        pytest.param("redis", marks=pytest.mark.redis),
-    ],
-)
+@pytest.mark.parametrize("kind", [k for k in ADAPTERS if k != "sqlite"])  # the server backends
 def test_every_page_renders_within_the_budget_over_a_filled_store(
     kind: str, tmp_path: Path
 ) -> None:

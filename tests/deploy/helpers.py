@@ -51,6 +51,20 @@ def program_argv(command: list[str], program: str) -> list[str] | None:
     return None
 
 
+def parse_scheduler_command(command: str) -> argparse.Namespace:
+    """An example's ``parallel-scheduler`` command line (run by name or by path), parsed by the
+    real parser."""
+    return parse_cli(program_argv(shlex.split(command), "parallel-scheduler") or [])
+
+
+def assert_celery_worker_command(command: str) -> None:
+    """An example's command line runs ``celery -A proj worker`` with options that
+    ``celery worker --help`` lists (``assert_celery_worker_accepts``)."""
+    argv = program_argv(shlex.split(command), "celery")
+    assert argv is not None and argv[:3] == ["-A", "proj", "worker"]
+    assert_celery_worker_accepts(argv[3:])
+
+
 def assert_celery_worker_accepts(options: list[str]) -> None:
     """Every ``--option`` of ``options`` is one ``celery worker --help`` lists for the example
     project (its app installs the plugin, which adds ``--parallel-scheduler``)."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import configparser
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,8 @@ import pytest
 from tests.deploy.helpers import (
     DEPLOY,
     KNOWN_ENV,
-    assert_celery_worker_accepts,
-    parse_cli,
-    program_argv,
+    assert_celery_worker_command,
+    parse_scheduler_command,
     stop_grace,
 )
 
@@ -83,22 +81,20 @@ def test_scheduler_program() -> None:
     assert section["stopsignal"] in ("TERM", "INT")
     assert float(section["stopwaitsecs"]) > stop_grace()
     assert section["autorestart"] == "true"
-    ns = parse_cli(program_argv(shlex.split(section["command"]), "parallel-scheduler") or [])
+    ns = parse_scheduler_command(section["command"])
     assert ns.command == "run" and ns.app == "proj.celery:app" and not ns.once
 
 
 def test_dashboard_program() -> None:
     section = programs()["parallel-scheduler-dashboard"]
-    ns = parse_cli(program_argv(shlex.split(section["command"]), "parallel-scheduler") or [])
+    ns = parse_scheduler_command(section["command"])
     assert ns.command == "dashboard" and ns.host == "127.0.0.1"
 
 
 def test_worker_program() -> None:
     section = programs()["celery-worker"]
     assert float(section["stopwaitsecs"]) > stop_grace()
-    argv = program_argv(shlex.split(section["command"]), "celery")
-    assert argv is not None and argv[:3] == ["-A", "proj", "worker"]
-    assert_celery_worker_accepts(argv[3:])
+    assert_celery_worker_command(section["command"])
 
 
 def test_supervisord_reads_it(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ graceful stop."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 import sys
@@ -16,9 +15,8 @@ import pytest
 from tests.deploy.helpers import (
     DEPLOY,
     KNOWN_ENV,
-    assert_celery_worker_accepts,
-    parse_cli,
-    program_argv,
+    assert_celery_worker_command,
+    parse_scheduler_command,
     stop_grace,
 )
 
@@ -139,7 +137,7 @@ def test_scheduler_unit_stops_gracefully() -> None:
     assert service["KillSignal"] in ("SIGTERM", "SIGINT")
     assert seconds(service["TimeoutStopSec"]) > stop_grace()
     assert service["Restart"] == "always"
-    ns = parse_cli(program_argv(shlex.split(service["ExecStart"]), "parallel-scheduler") or [])
+    ns = parse_scheduler_command(service["ExecStart"])
     assert ns.command == "run"
     assert ns.app == "proj.celery:app"
     assert ns.once is False
@@ -148,7 +146,7 @@ def test_scheduler_unit_stops_gracefully() -> None:
 
 def test_dashboard_unit_binds_loopback() -> None:
     service = parse_unit(DEPLOY / "systemd" / "parallel-scheduler-dashboard.service")["Service"]
-    ns = parse_cli(program_argv(shlex.split(service["ExecStart"]), "parallel-scheduler") or [])
+    ns = parse_scheduler_command(service["ExecStart"])
     assert ns.command == "dashboard"
     assert ns.host == "127.0.0.1"
     assert "--token" not in service["ExecStart"] and "--basic-auth" not in service["ExecStart"]
@@ -159,9 +157,7 @@ def test_worker_unit_options_exist() -> None:
     the plugin's ``--parallel-scheduler`` among them."""
     service = parse_unit(DEPLOY / "systemd" / "celery-worker.service")["Service"]
     assert seconds(service["TimeoutStopSec"]) > stop_grace()
-    argv = program_argv(shlex.split(service["ExecStart"]), "celery")
-    assert argv is not None and argv[:3] == ["-A", "proj", "worker"]
-    assert_celery_worker_accepts(argv[3:])
+    assert_celery_worker_command(service["ExecStart"])
 
 
 @pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda p: p.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -190,32 +191,44 @@ def test_a_page_runs_in_order_in_one_interpreter_and_stops_its_background(
         pytest.fail(f"the background block's process {pid} outlived its page")
 
 
-def test_a_failing_python_block_names_its_page_line_and_output(tmp_path: Path) -> None:
-    markdown = (
-        "# T\n\n```python\nprint('before')\n```\n\n"
-        "```python\nx = 1\nprint('said')\nraise RuntimeError('boom')\n```\n"
-    )
+@pytest.mark.parametrize(
+    ("markdown", "first", "only_this_block", "named"),
+    [
+        pytest.param(
+            "# T\n\n```python\nprint('before')\n```\n\n"
+            "```python\nx = 1\nprint('said')\nraise RuntimeError('boom')\n```\n",
+            "docs/run.md:7: ```python block raised an exception",
+            lambda message: "said" in message and "before" not in message,
+            # the page's own line, and its text
+            ['File "docs/run.md", line 10', "raise RuntimeError('boom')", "RuntimeError: boom"],
+            id="python",
+        ),
+        pytest.param(
+            "# T\n\n<!-- example: background -->\n```bash\necho serving; sleep 300\n```\n\n"
+            "```bash\necho one\nsleep 1\nfalse\necho never\n```\n",
+            "docs/run.md:8: ```bash block failed with exit status 1",
+            lambda message: (
+                "one" in message and "never" not in message.split("--- its output ---")[1]
+            ),
+            ["--- background block docs/run.md:4 (still running) ---\nserving"],
+            id="bash",
+        ),
+    ],
+)
+def test_a_failing_block_names_its_page_line_and_output(
+    markdown: str,
+    first: str,
+    only_this_block: Callable[[str], bool],
+    named: list[str],
+    tmp_path: Path,
+) -> None:
     with pytest.raises(ExampleFailure) as failed:
         _run(markdown, tmp_path)
     message = str(failed.value)
-    assert message.startswith("docs/run.md:7: ```python block raised an exception")
-    assert "said" in message and "before" not in message  # this block's output only
-    assert 'File "docs/run.md", line 10' in message  # the page's own line...
-    assert "raise RuntimeError('boom')" in message  # ...and its text
-    assert "RuntimeError: boom" in message
-
-
-def test_a_failing_bash_block_names_its_page_line_status_and_output(tmp_path: Path) -> None:
-    markdown = (
-        "# T\n\n<!-- example: background -->\n```bash\necho serving; sleep 300\n```\n\n"
-        "```bash\necho one\nsleep 1\nfalse\necho never\n```\n"
-    )
-    with pytest.raises(ExampleFailure) as failed:
-        _run(markdown, tmp_path)
-    message = str(failed.value)
-    assert message.startswith("docs/run.md:8: ```bash block failed with exit status 1")
-    assert "one" in message and "never" not in message.split("--- its output ---")[1]
-    assert "--- background block docs/run.md:4 (still running) ---\nserving" in message
+    assert message.startswith(first), message
+    assert only_this_block(message), message  # this block's output, no other block's
+    for words in named:
+        assert words in message, message
 
 
 def test_a_background_block_that_dies_fails_the_page(tmp_path: Path) -> None:

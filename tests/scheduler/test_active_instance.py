@@ -49,28 +49,26 @@ def adapter(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def open_store(adapter: str, tmp_path: Path, shards: int) -> Store:
+def opened_store(adapter: str, tmp_path: Path, shards: int) -> Iterator[Store]:
+    """A store of the test's own with ``shards`` shards, dropped afterwards."""
     url, prefix = storage_url(adapter, tmp_path), unique_prefix()
     settings = Settings(storage_url=url, prefix=prefix, shards=shards)
     client = Client(settings=settings, retry_for=1.0)
     client.setup()
-    return Store(url, prefix, shards, client)
+    made = Store(url, prefix, shards, client)
+    yield made
+    made.storage.drop()
+    made.client.close()
 
 
 @pytest.fixture
 def store(adapter: str, tmp_path: Path) -> Iterator[Store]:
-    made = open_store(adapter, tmp_path, 1)
-    yield made
-    made.storage.drop()
-    made.client.close()
+    yield from opened_store(adapter, tmp_path, 1)
 
 
 @pytest.fixture
 def sharded_store(adapter: str, tmp_path: Path) -> Iterator[Store]:
-    made = open_store(adapter, tmp_path, 2)
-    yield made
-    made.storage.drop()
-    made.client.close()
+    yield from opened_store(adapter, tmp_path, 2)
 
 
 class Service:

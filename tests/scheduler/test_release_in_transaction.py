@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -44,8 +45,19 @@ def due(storage: PostgreSQLStorage, count: int) -> list[str]:
     return [r.job_id for r in Client(storage).schedule_many(specs)]
 
 
-def scheduler(storage: PostgreSQLStorage, sends: Recorder, **settings: Any) -> DelayedJobScheduler:
-    return DelayedJobScheduler(storage, CallableDispatcher(sends), Settings(**settings))
+@contextmanager
+def batch_release(
+    storage: PostgreSQLStorage, hook: Callable[[str], object], parallelism: int = 1
+) -> Iterator[tuple[DelayedJobScheduler, Recorder]]:
+    """A scheduler releasing in batches (``parallelism`` chunks at once) through a recorder that
+    calls ``hook`` with each job id as it is sent; closed afterwards."""
+    sends = Recorder(hook=hook)
+    settings = Settings(release_mode="batch", max_degree_of_parallelism=parallelism)
+    s = DelayedJobScheduler(storage, CallableDispatcher(sends), settings)
+    try:
+        yield s, sends
+    finally:
+        s.close()
 
 
 def states(storage: PostgreSQLStorage) -> dict[JobState, int]:
@@ -63,12 +75,8 @@ def test_a_chunk_is_sent_before_anyone_sees_it_claimed_and_enqueued_by_one_commi
         assert record is not None
         seen.append(record.state)
 
-    sends = Recorder(hook=look)
-    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=4)
-    try:
+    with batch_release(pg, look, parallelism=4) as (s, sends):
         stats = s.run_once()
-    finally:
-        s.close()
     # Then nobody saw a Claimed row (the claim is not committed until the chunk is settled)
     assert set(seen) == {JobState.SCHEDULED} and len(seen) == 120
     assert (stats.fetched, stats.released) == (120, 120)
@@ -81,9 +89,7 @@ def test_a_send_over_its_time_budget_gives_the_tail_back_and_the_next_pass_sends
 ) -> None:
     ids = due(pg, 6)
     pg.send_budget = 0.25  # this storage's budget, shortened for the test
-    sends = Recorder(hook=lambda job_id: time.sleep(0.1))
-    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
-    try:
+    with batch_release(pg, lambda job_id: time.sleep(0.1)) as (s, sends):
         first = s.run_once()
         # Then the chunk sent what fitted in its budget, and gave the rest back, saying why
         assert 1 <= first.released < 6 and first.released + first.not_claimed <= 6
@@ -96,8 +102,6 @@ def test_a_send_over_its_time_budget_gives_the_tail_back_and_the_next_pass_sends
             if len(sends.counts) == 6:
                 break
             s.run_once()
-    finally:
-        s.close()
     assert sends.counts == Counter(dict.fromkeys(ids, 1))
     assert states(pg) == {JobState.ENQUEUED: 6}
 
@@ -111,12 +115,8 @@ def test_a_failing_broker_leaves_the_unsent_jobs_scheduled_with_the_error(
         if job_id >= "j0003":
             raise ConnectionError("broker unreachable")
 
-    sends = Recorder(hook=broker)
-    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
-    try:
+    with batch_release(pg, broker) as (s, sends):
         stats = s.run_once()
-    finally:
-        s.close()
     assert (stats.released, stats.failed) == (3, 7)
     assert sorted(sends.counts) == ids[:3]
     record = pg.get_job("j0005")
@@ -145,9 +145,7 @@ def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_aga
             ).fetchall()
         ended.append(rows == [(True,)])
 
-    sends = Recorder(hook=end_own_session)
-    s = scheduler(pg, sends, release_mode="batch", max_degree_of_parallelism=1)
-    try:
+    with batch_release(pg, end_own_session) as (s, sends):
         with caplog.at_level(logging.WARNING, logger="parallel_scheduler.delayed.sending"):
             first = s.run_once()
         assert ended == [True]
@@ -155,8 +153,6 @@ def test_a_transaction_lost_after_its_send_is_reported_and_its_jobs_are_sent_aga
         assert "may run twice" in caplog.text and "j0000" in caplog.text
         assert states(pg) == {JobState.SCHEDULED: 5}
         second = s.run_once()
-    finally:
-        s.close()
     assert second.released == 5
     assert sends.counts == Counter(dict.fromkeys(ids, 2))  # sent twice, never lost
     assert states(pg) == {JobState.ENQUEUED: 5}

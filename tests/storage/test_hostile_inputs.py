@@ -20,14 +20,13 @@ from typing import Any
 import pytest
 from celery import Celery
 
-import parallel_scheduler.celery
 import storage_adapters
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard.inputs import zone_names
 from parallel_scheduler.ranges import MAX_NESTING, MAX_PAGE
 from storage_adapters import InvalidArgumentError, Storage, StorageUnavailableError, list_jobs
-from tests.conftest import set_up_storage, storage_url
+from tests.storage.entry_points import EntryPoints, opened, producer
 
 
 def nested(depth: int) -> list[Any]:
@@ -106,18 +105,7 @@ class Target:
 
 @pytest.fixture
 def target(adapter_kind: str, tmp_path: Path) -> Iterator[Target]:
-    url = storage_url(adapter_kind, tmp_path)
-    prefix, storage = set_up_storage(url)
-    yield Target(url, prefix, storage)
-    storage.drop()
-    storage.close()
-
-
-def _producer(target: Target) -> Celery:
-    app = Celery("hostile", broker="memory://")
-    app.conf.update(task_serializer="json", parallel_scheduler_eta_threshold=1.0)
-    parallel_scheduler.celery.install(app, storage_url=target.url, prefix=target.prefix)
-    return app
+    yield from opened(Target, adapter_kind, tmp_path)
 
 
 def _plugin_task(app: Celery) -> Any:
@@ -164,14 +152,14 @@ def _recurring_save(target: Target, bad: Bad) -> str:
 
 
 def _plugin_schedule(target: Target, bad: Bad) -> str:
-    task = _plugin_task(_producer(target))
+    task = _plugin_task(producer("hostile", target))
     return _refused(
         lambda: task.schedule(bad.args, bad.kwargs, countdown=bad.countdown, **bad.options)
     )
 
 
 def _plugin_apply_async(target: Target, bad: Bad) -> str:
-    task = _plugin_task(_producer(target))
+    task = _plugin_task(producer("hostile", target))
     return _refused(
         lambda: task.apply_async(bad.args, bad.kwargs, countdown=bad.countdown, **bad.options)
     )
@@ -211,15 +199,6 @@ def _cli_recurring_add(target: Target, bad: Bad, capsys: pytest.CaptureFixture[s
     return _one_error_line(code, err)
 
 
-ENTRY_POINTS: dict[str, Callable[..., str]] = {
-    "Client.schedule": _client_schedule,
-    "Client.schedule_many": _client_schedule_many,
-    "Client.recurring.save": _recurring_save,
-    "plugin task.schedule": _plugin_schedule,
-    "plugin apply_async": _plugin_apply_async,
-    "cli schedule": _cli_schedule,
-    "cli recurring add": _cli_recurring_add,
-}
 _CLI = ("cli schedule", "cli recurring add")
 
 
@@ -234,23 +213,34 @@ def _applies(entry: str, bad: Bad) -> bool:
     return entry not in _CLI or bad.cli is not None
 
 
-@pytest.mark.parametrize(
-    ("entry", "case"),
-    [(entry, case) for entry in ENTRY_POINTS for case, bad in BAD.items() if _applies(entry, bad)],
+ENTRY_POINTS = EntryPoints(
+    {
+        "Client.schedule": _client_schedule,
+        "Client.schedule_many": _client_schedule_many,
+        "Client.recurring.save": _recurring_save,
+        "plugin task.schedule": _plugin_schedule,
+        "plugin apply_async": _plugin_apply_async,
+        "cli schedule": _cli_schedule,
+        "cli recurring add": _cli_recurring_add,
+    },
+    cli=_CLI,
+    bad=BAD,
+    applies=_applies,
 )
+
+
+@pytest.mark.parametrize(("entry", "case"), ENTRY_POINTS.cases())
 def test_every_entry_point_refuses_it_by_name_and_stores_nothing(
     target: Target, entry: str, case: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad = BAD[case]
-    before = target.snapshot()
-    call = ENTRY_POINTS[entry]
-    message = call(target, bad, capsys) if entry in _CLI else call(target, bad)
-    assert all(word in message for word in bad.named), message
+    refused = ENTRY_POINTS.refuse(entry, case, target, capsys)
+    message = refused.message
+    assert all(word in message for word in refused.bad.named), message
     assert "\n" not in message and len(message) < 400, message
-    assert target.snapshot() == before
+    assert refused.after == refused.before
 
 
-@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS.calls))
 def test_arguments_nested_to_the_limit_are_stored_whole(
     target: Target, entry: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -270,7 +260,7 @@ def test_arguments_nested_to_the_limit_are_stored_whole(
             "nightly", "tasks.ok", every=60, args=args, kwargs=kwargs
         )
     elif entry.startswith("plugin"):
-        task = _plugin_task(_producer(target))
+        task = _plugin_task(producer("hostile", target))
         call = task.schedule if entry == "plugin task.schedule" else task.apply_async
         call(args, kwargs, countdown=120)
     else:
@@ -346,32 +336,60 @@ def test_the_largest_page_is_served(target: Target) -> None:
 
 IMPOSSIBLE_IDS = ["a\x00b", "a\nb", "a\ud800", "a b", "", "x" * 5000]
 
+#: A storage's calls that take a job id, each with its answer for an id it does not hold:
+#: ``None`` (not found) or ``False`` (nothing done).
+STORAGE_JOB_ID_CALLS: dict[str, tuple[Callable[[Storage, str], object], object]] = {
+    "get_job": (lambda storage, job_id: storage.get_job(job_id), None),
+    "cancel": (lambda storage, job_id: storage.cancel(job_id), False),
+    "reschedule": (lambda storage, job_id: storage.reschedule(job_id, storage.now() + 60), False),
+}
+#: The same calls through the public API too.
+JOB_ID_CALLS = {
+    **STORAGE_JOB_ID_CALLS,
+    "Client.get": (lambda storage, job_id: Client(storage).get(job_id), None),
+    "Client.cancel": (lambda storage, job_id: Client(storage).cancel(job_id), False),
+    "Client.reschedule": (
+        lambda storage, job_id: Client(storage).reschedule(job_id, countdown=60),
+        False,
+    ),
+}
+#: The calls that take a recurring id, in the storage and through the public API.
+RECURRING_ID_CALLS: dict[str, tuple[Callable[[Storage, str], object], object]] = {
+    "get_recurring": (lambda storage, rid: storage.get_recurring(rid), None),
+    "remove_recurring": (lambda storage, rid: storage.remove_recurring(rid), False),
+    "set_recurring_enabled": (
+        lambda storage, rid: storage.set_recurring_enabled(rid, False, None),
+        False,
+    ),
+    "Client.recurring.get": (lambda storage, rid: Client(storage).recurring.get(rid), None),
+    "Client.recurring.remove": (lambda storage, rid: Client(storage).recurring.remove(rid), False),
+}
+
+
+def _not_found(
+    storage: Storage,
+    the_id: str,
+    calls: dict[str, tuple[Callable[[Storage, str], object], object]],
+) -> None:
+    """Each of ``calls`` answers for ``the_id`` as for an id that is not there."""
+    for name, (call, answer) in calls.items():
+        assert call(storage, the_id) is answer, name
+
 
 @pytest.mark.parametrize("job_id", IMPOSSIBLE_IDS)
 def test_an_id_that_cannot_exist_is_not_found_on_every_backend(
     storage: Storage, job_id: str
 ) -> None:
-    assert storage.get_job(job_id) is None
-    assert storage.cancel(job_id) is False
-    assert storage.reschedule(job_id, storage.now() + 60) is False
-    client = Client(storage)
-    assert client.get(job_id) is None
-    assert client.cancel(job_id) is False
-    assert client.reschedule(job_id, countdown=60) is False
+    _not_found(storage, job_id, JOB_ID_CALLS)
 
 
 @pytest.mark.parametrize("recurring_id", IMPOSSIBLE_IDS)
 def test_a_recurring_id_that_cannot_exist_is_not_found_on_every_backend(
     storage: Storage, recurring_id: str
 ) -> None:
-    assert storage.get_recurring(recurring_id) is None
-    assert storage.remove_recurring(recurring_id) is False
-    assert storage.set_recurring_enabled(recurring_id, False, None) is False
-    jobs = Client(storage).recurring
-    assert jobs.get(recurring_id) is None
-    assert jobs.remove(recurring_id) is False
+    _not_found(storage, recurring_id, RECURRING_ID_CALLS)
     with pytest.raises(InvalidJobError, match="does not exist"):
-        jobs.pause(recurring_id)
+        Client(storage).recurring.pause(recurring_id)
 
 
 @pytest.mark.parametrize("job_id", IMPOSSIBLE_IDS)
@@ -381,9 +399,7 @@ def test_an_id_that_cannot_exist_is_not_found_in_a_sharded_store(
     store = storage_adapters.from_url(f"sqlite:///{tmp_path / 's.db'}", prefix="t1", shards=3)
     store.setup()
     try:
-        assert store.get_job(job_id) is None
-        assert store.cancel(job_id) is False
-        assert store.reschedule(job_id, store.now() + 60) is False
+        _not_found(store, job_id, STORAGE_JOB_ID_CALLS)
     finally:
         store.close()
 

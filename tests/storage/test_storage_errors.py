@@ -36,9 +36,9 @@ from storage_adapters import StorageConfigurationError, StorageUnavailableError
 from storage_adapters.permanent import dns_problem, postgresql_problem
 from tests.conftest import IN_CI, POSTGRESQL_URL, REDIS_URL, require_server
 from tests.loopback import CountingListener
+from tests.retry_warnings import RETRY_LOGGER, announced_waits
 
 SECRET = "s3cret-xyz"
-RETRY_LOGGER = "parallel_scheduler.engine.retrying"
 
 
 def _with(
@@ -150,17 +150,6 @@ def _counted(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, C
             userinfo = parts.netloc.rpartition("@")[0]
             netloc = f"{userinfo}@127.0.0.1:{relay.port}" if userinfo else f"127.0.0.1:{relay.port}"
             yield urlunsplit(parts._replace(netloc=netloc)), lambda: relay.connections
-
-
-def _announced_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
-    """The waits, in seconds, that the retry WARNING lines announced (``retrying in %.1f s``),
-    unrounded: the line's third argument."""
-    waits: list[float] = []
-    for record in caplog.records:
-        if record.name == RETRY_LOGGER:
-            assert isinstance(record.args, tuple) and isinstance(record.args[2], float), record.args
-            waits.append(record.args[2])
-    return waits
 
 
 def _permanent(case: str, tmp_path: Path) -> tuple[str, str]:
@@ -283,7 +272,7 @@ def test_a_refused_connection_is_still_retried_for_a_bounded_time(
     with pytest.raises(StorageUnavailableError, match="unavailable"):
         client.setup()
     client.close()
-    waits = _announced_waits(caplog)
+    waits = announced_waits(caplog)
     assert len(waits) >= 2, caplog.text  # it was retried ...
     assert sum(waits) < 1.0, waits  # ... and waited within its budget (1 s), never past it
 

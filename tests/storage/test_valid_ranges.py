@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -21,13 +21,12 @@ from typing import Any
 import pytest
 from celery import Celery
 
-import parallel_scheduler.celery
 from parallel_scheduler import Client, InvalidJobError, JobSpec, JobState
 from parallel_scheduler.cli import main
 from parallel_scheduler.jobs import display_instant
 from parallel_scheduler.ranges import MAX_INSTANT, MIN_INSTANT
 from storage_adapters import NewJob, Storage, list_jobs
-from tests.conftest import set_up_storage, storage_url
+from tests.storage.entry_points import EntryPoints, opened, producer
 
 FAR_ETA = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5)))
 
@@ -88,11 +87,7 @@ class Target:
 
 @pytest.fixture
 def target(adapter_kind: str, tmp_path: Path) -> Iterator[Target]:
-    url = storage_url(adapter_kind, tmp_path)
-    prefix, storage = set_up_storage(url)
-    yield Target(url, prefix, storage)
-    storage.drop()
-    storage.close()
+    yield from opened(Target, adapter_kind, tmp_path)
 
 
 def _names_the_value(message: str, bad: Bad) -> bool:
@@ -126,13 +121,6 @@ def _client_reschedule(target: Target, bad: Bad) -> str:
     return str(error.value)
 
 
-def _producer(target: Target) -> Celery:
-    app = Celery("ranges", broker="memory://")
-    app.conf.update(task_serializer="json", parallel_scheduler_eta_threshold=1.0)
-    parallel_scheduler.celery.install(app, storage_url=target.url, prefix=target.prefix)
-    return app
-
-
 def _plugin_task(app: Celery, name: str) -> Any:
     @app.task(name=name, shared=False)  # type: ignore[untyped-decorator]
     def task(*args: Any) -> None:
@@ -142,14 +130,14 @@ def _plugin_task(app: Celery, name: str) -> Any:
 
 
 def _plugin_schedule(target: Target, bad: Bad) -> str:
-    task = _plugin_task(_producer(target), bad.task)
+    task = _plugin_task(producer("ranges", target), bad.task)
     with pytest.raises(InvalidJobError) as error:
         task.schedule([1], {}, **bad.when(), **bad.options())
     return str(error.value)
 
 
 def _plugin_apply_async(target: Target, bad: Bad) -> str:
-    task = _plugin_task(_producer(target), bad.task)
+    task = _plugin_task(producer("ranges", target), bad.task)
     with pytest.raises(InvalidJobError) as error:
         task.apply_async([1], **bad.when(), **bad.options())
     return str(error.value)
@@ -172,16 +160,6 @@ def _cli(target: Target, bad: Bad, capsys: pytest.CaptureFixture[str]) -> str:
     return errors[0]
 
 
-ENTRY_POINTS: dict[str, Callable[..., str]] = {
-    "Client.schedule": _client_schedule,
-    "Client.schedule_many": _client_schedule_many,
-    "Client.reschedule": _client_reschedule,
-    "plugin task.schedule": _plugin_schedule,
-    "plugin apply_async": _plugin_apply_async,
-    "cli schedule": _cli,
-}
-
-
 def _applies(entry: str, bad: Bad) -> bool:
     """``reschedule`` moves a due time only (no task name or options); Celery defers only a
     datetime eta or a countdown (a float eta is not Celery's; a non-finite countdown is deferred
@@ -193,20 +171,29 @@ def _applies(entry: str, bad: Bad) -> bool:
     return True
 
 
-@pytest.mark.parametrize(
-    ("entry", "case"),
-    [(entry, case) for entry in ENTRY_POINTS for case, bad in BAD.items() if _applies(entry, bad)],
+ENTRY_POINTS = EntryPoints(
+    {
+        "Client.schedule": _client_schedule,
+        "Client.schedule_many": _client_schedule_many,
+        "Client.reschedule": _client_reschedule,
+        "plugin task.schedule": _plugin_schedule,
+        "plugin apply_async": _plugin_apply_async,
+        "cli schedule": _cli,
+    },
+    cli=("cli schedule",),
+    bad=BAD,
+    applies=_applies,
 )
+
+
+@pytest.mark.parametrize(("entry", "case"), ENTRY_POINTS.cases())
 def test_every_entry_point_refuses_the_value_by_name_and_writes_nothing(
     target: Target, entry: str, case: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad = BAD[case]
-    before = target.snapshot()
-    call = ENTRY_POINTS[entry]
-    message = call(target, bad, capsys) if entry == "cli schedule" else call(target, bad)
-    assert _names_the_value(message, bad), message
+    refused = ENTRY_POINTS.refuse(entry, case, target, capsys)
+    assert _names_the_value(refused.message, refused.bad), refused.message
     if entry != "Client.reschedule":  # which wrote its own job first, and compared itself
-        assert target.snapshot() == before
+        assert refused.after == refused.before
 
 
 @pytest.mark.parametrize(
@@ -373,7 +360,7 @@ def test_plugin_apply_async_refuses_an_expiry_past_any_date_by_name(
     """A relative ``expires`` is made absolute at call time; one past any date used to fail
     there with a bare OverflowError before the job model could name it."""
     before = target.snapshot()
-    task = _plugin_task(_producer(target), "tasks.ok")
+    task = _plugin_task(producer("ranges", target), "tasks.ok")
     with pytest.raises(InvalidJobError) as error:
         task.apply_async([1], countdown=120, expires=expires)
     assert "expires" in str(error.value)

@@ -51,6 +51,16 @@ def outcome(batch: Sequence[ClaimedJob], raised: BaseException | None) -> tuple[
     return [], ""
 
 
+def around_undecodable(
+    under_test: UnderTest, payload: str
+) -> tuple[str, list[ClaimedJob], list[ClaimedJob], list[ClaimedJob]]:
+    """A queue of the test's own and a batch for it: five good jobs (``before``), one job ``bad``
+    whose stored ``UNDECODABLE[payload]`` cannot be decoded, five good jobs (``after``)."""
+    queue = under_test.queues.queue()
+    before, after = jobs(5, "before"), jobs(5, "after")
+    return queue, before, after, [*before, undecodable("bad", UNDECODABLE[payload]), *after]
+
+
 def dispatched(under_test: UnderTest, queue: str, batch: Sequence[ClaimedJob]) -> BaseException:
     """The error ``dispatch_many`` raised for ``batch`` (the test fails when it raised none)."""
     with pytest.raises(Exception) as raised:
@@ -66,9 +76,7 @@ def test_what_is_reported_sent_around_an_undecodable_job_is_what_reached_the_bro
     under_test: UnderTest, payload: str
 ) -> None:
     # Given a batch with one job whose stored arguments cannot be decoded, among good ones
-    queue = under_test.queues.queue()
-    before, after = jobs(5, "before"), jobs(5, "after")
-    batch = [*before, undecodable("bad", UNDECODABLE[payload]), *after]
+    queue, _, _, batch = around_undecodable(under_test, payload)
     # When it is dispatched, it stops at that job (or fails as a whole)
     sent, _ = outcome(batch, dispatched(under_test, queue, batch))
     # Then exactly the jobs it reports sent are on the broker, each once, the bad one never
@@ -134,9 +142,7 @@ def test_an_undecodable_job_is_named_and_the_others_go_once(
     under_test: UnderTest, payload: str
 ) -> None:
     # Given a batch with one job whose stored arguments cannot be decoded, among good ones
-    queue = under_test.queues.queue()
-    before, after = jobs(5, "before"), jobs(5, "after")
-    batch = [*before, undecodable("bad", UNDECODABLE[payload]), *after]
+    queue, before, after, batch = around_undecodable(under_test, payload)
     # When it is dispatched, then that job is named, saying why
     raised = dispatched(under_test, queue, batch)
     sent, named = outcome(batch, raised)

@@ -29,7 +29,9 @@ the optional abilities beyond it), which ``Storage`` joins:
 ``RecurringStore`` (recurring jobs and their firings), ``InstanceStore`` (which scheduler
 processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``BrowseStore``
 (filtered keyset pages and finish counts, for the dashboard, ``Client.list`` and the
-command line, through ``paging.py``). The core's signatures name the families they use.
+command line, through ``paging.py``), and ``OutcomeStore`` (what Celery workers did with each
+released job, written in batches by the workers' plugin; purged with the jobs). The core's
+signatures name the families they use.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
 ``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``
@@ -47,6 +49,7 @@ from storage_adapters.contract.abilities import (
 )
 from storage_adapters.contract.admin import InstanceStore, StorageAdmin
 from storage_adapters.contract.jobs import BrowseStore, JobStore, RetentionStore
+from storage_adapters.contract.outcomes import OutcomeStore
 from storage_adapters.contract.recurring import RecurringStore
 from storage_adapters.contract.release import LockStore, ReleaseStore
 
@@ -57,6 +60,7 @@ __all__ = [
     "JobStore",
     "ListReleasingStorage",
     "LockStore",
+    "OutcomeStore",
     "RecurringStore",
     "ReleaseStore",
     "RetentionStore",
@@ -76,6 +80,7 @@ class Storage(
     InstanceStore,
     RetentionStore,
     BrowseStore,
+    OutcomeStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

@@ -26,6 +26,9 @@ __all__ = [
     "ManualFiring",
     "NewJob",
     "NewRecurring",
+    "OutcomeEvent",
+    "OutcomeQuery",
+    "OutcomeState",
     "RecurringRecord",
     "SaveMode",
     "check_key_part",
@@ -192,6 +195,55 @@ class InstanceRecord:
     started_at: float
     heartbeat_at: float
     details: str
+
+
+class OutcomeState(str, enum.Enum):
+    """What a Celery worker did with a released job (``OutcomeStore``), in the order it happens:
+    received from the broker, started, then one final outcome. ``RETRIED`` is final for that run:
+    the retry runs again under the same task id (or as a stored retry, its own job)."""
+
+    RECEIVED = "received"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRIED = "retried"
+    REVOKED = "revoked"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether this outcome ends a run (the outcome pages and counts list only these)."""
+        return self not in (OutcomeState.RECEIVED, OutcomeState.STARTED)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeEvent:
+    """One state change of a released job on a worker (``OutcomeStore``).
+
+    ``at`` is the worker's clock (epoch seconds), not storage's: the worker saw it happen.
+    ``worker`` is the worker's host name, ``runtime`` the seconds the task ran (final outcomes),
+    ``error`` the exception type and shortened message (failed, retried), ``retry_id`` the job id
+    of the stored retry a retry became, when the plugin stored it. ``task`` is the task name.
+    """
+
+    job_id: str
+    task: str
+    state: OutcomeState
+    at: float
+    worker: str | None = None
+    runtime: float | None = None
+    error: str | None = None
+    retry_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeQuery:
+    """Which final outcomes one page of ``outcomes_page`` walks, newest first by ``(at, job_id)``:
+    of one final ``state`` or all, of one ``task`` or all. ``before`` is the ``(at, job_id)`` of
+    the last row of the previous page: the page starts strictly before it (keyset pagination)."""
+
+    state: OutcomeState | None = None
+    task: str | None = None
+    before: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,15 @@ joins them and adds the families that route to one shard or merge every shard's 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 
+from storage_adapters.checks.outcomes import (
+    FINAL_OUTCOMES,
+    check_outcome_events,
+    check_outcome_ids,
+)
 from storage_adapters.checks.values import check_new_jobs, non_negative_offset, positive_count
 from storage_adapters.errors import InvalidArgumentError
 from storage_adapters.paging import job_order
@@ -37,6 +44,9 @@ from storage_adapters.records import (
     ManualFiring,
     NewJob,
     NewRecurring,
+    OutcomeEvent,
+    OutcomeQuery,
+    OutcomeState,
     RecurringRecord,
     SaveMode,
 )
@@ -212,3 +222,37 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
             for start, count in shard.finished_counts(state, since, bucket):
                 totals[start] = totals.get(start, 0) + count
         return sorted(totals.items())
+
+    # -- OutcomeStore: a job's outcomes live in its shard ---------------------------------------
+
+    def record_outcomes(self, events: Sequence[OutcomeEvent]) -> int:
+        checked = check_outcome_events(events)  # the whole batch checked before any shard writes
+        groups = self._by_shard(event.job_id for event in checked)
+        return sum(
+            self.shards[shard].record_outcomes([checked[p] for p in positions])
+            for shard, positions in sorted(groups.items())
+        )
+
+    def outcome_history(self, job_id: str) -> list[OutcomeEvent]:
+        return self._shard_for(job_id).outcome_history(job_id)
+
+    def latest_outcomes(self, job_ids: Sequence[str]) -> dict[str, OutcomeEvent]:
+        ids = check_outcome_ids(job_ids)
+        found: dict[str, OutcomeEvent] = {}
+        for shard, positions in sorted(self._by_shard(ids).items()):
+            found.update(self.shards[shard].latest_outcomes([ids[p] for p in positions]))
+        return {job_id: found[job_id] for job_id in ids if job_id in found}
+
+    def outcomes_page(self, query: OutcomeQuery, limit: int) -> list[OutcomeEvent]:
+        parts = [shard.outcomes_page(query, limit) for shard in self.shards]
+        newest = heapq.merge(*parts, key=lambda event: (event.at, event.job_id), reverse=True)
+        return list(itertools.islice(newest, limit))
+
+    def outcome_counts(self) -> dict[str, dict[OutcomeState, int]]:
+        totals: dict[str, dict[OutcomeState, int]] = {}
+        for shard in self.shards:
+            for task, counts in shard.outcome_counts().items():
+                per_task = totals.setdefault(task, dict.fromkeys(FINAL_OUTCOMES, 0))
+                for state, count in counts.items():
+                    per_task[state] += count
+        return dict(sorted(totals.items()))

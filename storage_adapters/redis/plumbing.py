@@ -38,6 +38,8 @@ _READING_SCRIPTS = frozenset(
         "list_instances",
         "list_jobs_page",
         "finished_counts",
+        "outcome_rows",
+        "outcomes_page",
     }
 )
 

@@ -7,7 +7,8 @@ with ``TIME`` so every host agrees on what is due. Floats travel as round-trippa
 Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (the other states
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter),
-``finished:<state>`` (finished ids by finish time, for retention: ``redis/retention.py``).
+``finished:<state>`` (finished ids by finish time, for retention: ``redis/retention.py``),
+``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``).
 Browsing pages through these indexes (``redis/browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis/recurring.py``, accepting
 and managing jobs in ``redis/jobs.py``, the release hand-off in ``redis/release.py``, the lock in
@@ -32,6 +33,7 @@ from storage_adapters.redis.instances import INSTANCE_SCRIPTS, RedisInstanceStor
 from storage_adapters.redis.jobs import RedisJobStore
 from storage_adapters.redis.link import RedisLink, parse_target
 from storage_adapters.redis.locks import RedisLockStore
+from storage_adapters.redis.outcomes import OUTCOME_SCRIPTS, RedisOutcomeStore
 from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurringStore
 from storage_adapters.redis.release import RedisReleaseStore
 from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetentionStore
@@ -41,7 +43,11 @@ from storage_adapters.urls import InvalidStorageURLError, mask_url
 __all__ = ["RedisStorage"]
 
 #: 2: finished jobs are indexed by finish time (``finished:<state>``, see redis/retention.py).
-SCHEMA_VERSION = 2
+#: 3: execution outcomes (``oc:<id>``, ``outcomes:*``, ``outcome_counts``: redis/outcomes.py),
+#: which an older version would not purge with their jobs.
+SCHEMA_VERSION = 3
+#: The first version whose finished jobs are indexed (older ones are indexed once at set-up).
+_FINISHED_INDEXED_SINCE = 2
 MIN_SERVER_VERSION = (6, 2)  # ZRANGE … BYSCORE LIMIT
 # Each name is lua/<name>.lua; lua/_common.lua is put in front of every one of them.
 _SCRIPTS = (
@@ -63,6 +69,7 @@ _SCRIPTS = (
     *RETENTION_SCRIPTS,
     *INSTANCE_SCRIPTS,
     *BROWSE_SCRIPTS,
+    *OUTCOME_SCRIPTS,
 )
 
 
@@ -82,6 +89,7 @@ class RedisStorage(
     RedisRetentionStore,
     RedisInstanceStore,
     RedisBrowseStore,
+    RedisOutcomeStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).
@@ -135,8 +143,9 @@ class RedisStorage(
                 f"keys under prefix {self._prefix!r} were written by a newer parallel-scheduler "
                 f"(schema {stored}, this one understands {SCHEMA_VERSION}); upgrade it"
             )
-        if stored < SCHEMA_VERSION:  # keys written by schema 1: index its finished jobs once
-            self._index_finished_jobs()
+        if stored < SCHEMA_VERSION:
+            if stored < _FINISHED_INDEXED_SINCE:  # keys written by schema 1: index them once
+                self._index_finished_jobs()
             with self._talking() as client:
                 client.set(self._key("version"), SCHEMA_VERSION)
         check_shard_count(self, self.expected_shards, self._prefix)

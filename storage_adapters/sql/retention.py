@@ -3,6 +3,8 @@
 One bounded statement per call: ``DELETE … WHERE id IN (SELECT id … ORDER BY updated_at LIMIT n)``.
 The inner select walks the ``(state, updated_at)`` index of schema version 4 from its oldest end,
 so a batch costs its own size whatever the table holds, and it never holds the table for long.
+The batch's ids come back (``RETURNING``) and their execution outcomes are deleted in the same
+transaction (``sql/outcomes.forget_outcomes``), through the outcomes' primary key.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sqlalchemy as sa
 from storage_adapters.checks.retention import check_purge
 from storage_adapters.records import JobState
 from storage_adapters.sql.dialect import state_is
+from storage_adapters.sql.outcomes import forget_outcomes
 from storage_adapters.sql.plumbing import SQLPlumbing
 
 __all__ = ["SQLRetentionStore", "purge_statement"]
@@ -67,16 +70,19 @@ class SQLRetentionStore(SQLPlumbing):
         return deleted
 
     def _purge_batch(self, statement: sa.Delete, params: dict[str, Any]) -> int:
-        """One batch, under the dialect's ``due_scan_settings`` where it has them (PostgreSQL):
-        the oldest-first read is, like a read of the due set, always best served by walking its
-        index in order and stopping after ``limit`` rows, and a planner misled by statistics
-        older than a bulk load would bitmap-scan and sort every finished job of the state
-        instead (see ``postgresql.DUE_SCAN_SETTINGS``)."""
+        """One batch and its jobs' outcomes in one transaction, under the dialect's
+        ``due_scan_settings`` where it has them (PostgreSQL): the oldest-first read is, like a
+        read of the due set, always best served by walking its index in order and stopping after
+        ``limit`` rows, and a planner misled by statistics older than a bulk load would
+        bitmap-scan and sort every finished job of the state instead (see
+        ``postgresql.DUE_SCAN_SETTINGS``)."""
         settings = self._dialect.due_scan_settings
-        if not settings:
-            return self._changed(statement, params)
+        begin = f"{self._dialect.begin}; {settings}" if settings else self._dialect.begin
         with self._connection() as conn:
-            conn.exec_driver_sql(f"{self._dialect.begin}; {settings}")
-            count = int(conn.execute(statement, params).rowcount)
+            conn.exec_driver_sql(begin)
+            ids = list(conn.execute(statement.returning(self._tables.jobs.c.id), params).scalars())
+            if ids:
+                bound = self._dialect.bind_ids(ids)
+                forget_outcomes(conn, self._tables, self._dialect.ids_in, bound)
             conn.exec_driver_sql("COMMIT")
-            return count
+            return len(ids)

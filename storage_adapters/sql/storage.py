@@ -3,8 +3,9 @@
 One module per contract family, each a class on the plumbing of ``sql/plumbing.py``
 (connections, transactions in autocommit mode, driver errors as the contract's errors):
 ``sql/jobs.py``, ``sql/release.py``, ``sql/locks.py``, ``sql/recurring.py``,
-``sql/retention.py``, ``sql/instances.py`` and ``sql/browse.py``. This module holds what makes
-them one storage: set-up and migrations, the shard count, the clock, closing and dropping.
+``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py`` and ``sql/outcomes.py``. This
+module holds what makes them one storage: set-up and migrations, the shard count, the clock,
+closing and dropping.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from storage_adapters.sql.browse import SQLBrowseStore
 from storage_adapters.sql.instances import SQLInstanceStore
 from storage_adapters.sql.jobs import SQLJobStore
 from storage_adapters.sql.locks import SQLLockStore
+from storage_adapters.sql.outcomes import SQLOutcomeStore
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE
 from storage_adapters.sql.recurring import SQLRecurringStore
 from storage_adapters.sql.release import SQLReleaseStore
@@ -33,6 +35,7 @@ class SQLStorage(
     SQLRetentionStore,
     SQLInstanceStore,
     SQLBrowseStore,
+    SQLOutcomeStore,
 ):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
@@ -89,6 +92,14 @@ class SQLStorage(
     def drop(self) -> None:
         with self._transaction() as conn:
             tables = self._tables
-            every = (tables.jobs, tables.locks, tables.recurring, tables.instances, tables.meta)
+            every = (
+                tables.jobs,
+                tables.locks,
+                tables.recurring,
+                tables.instances,
+                tables.meta,
+                tables.outcomes,
+                tables.outcome_counts,
+            )
             for table in (*every, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))

@@ -35,6 +35,8 @@ MAX_META_NAME_LENGTH = 100
 #: The schema version that added the ``meta`` table (the recorded shard count).
 META_SINCE = 7
 STATE_LENGTH = 16
+#: The longest worker host name an outcome keeps (``checks/outcomes.py`` refuses longer).
+MAX_WORKER_LENGTH = 255
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Tables:
     schema_version: sa.Table
     instances: sa.Table
     meta: sa.Table
+    outcomes: sa.Table
+    outcome_counts: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -119,6 +123,26 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("name", sa.String(MAX_META_NAME_LENGTH), primary_key=True),
         sa.Column("value", sa.Text, nullable=False),
     )
+    # what Celery workers did with each released job (sql/outcomes.py), purged with the job
+    outcomes = sa.Table(
+        f"{prefix}_outcomes",
+        metadata,
+        sa.Column("job_id", sa.String(MAX_JOB_ID_LENGTH), primary_key=True),
+        sa.Column("at", sa.Double, primary_key=True),
+        sa.Column("state", sa.String(STATE_LENGTH), primary_key=True),
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), nullable=False),
+        sa.Column("worker", sa.String(MAX_WORKER_LENGTH), nullable=True),
+        sa.Column("runtime", sa.Double, nullable=True),
+        sa.Column("error", sa.Text, nullable=True),
+        sa.Column("retry_id", sa.String(MAX_JOB_ID_LENGTH), nullable=True),
+    )
+    outcome_counts = sa.Table(
+        f"{prefix}_outcome_counts",
+        metadata,
+        sa.Column("task", sa.String(MAX_TASK_NAME_LENGTH), primary_key=True),
+        sa.Column("state", sa.String(STATE_LENGTH), primary_key=True),
+        sa.Column("count", sa.BigInteger, nullable=False),
+    )
     return Tables(
         jobs=jobs,
         locks=locks,
@@ -126,6 +150,8 @@ def build_tables(prefix: str) -> Tables:
         schema_version=schema_version,
         instances=instances,
         meta=meta,
+        outcomes=outcomes,
+        outcome_counts=outcome_counts,
     )
 
 
@@ -272,6 +298,37 @@ def _v8_failed(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v9_outcomes(p: str, dialect: str) -> list[str]:
+    # Execution outcomes (sql/outcomes.py): a job's timeline is a range of the primary key
+    # (job_id first, which also serves deleting them with the job); the newest final outcomes are
+    # read per state on (state, at, job_id), and of every final state on (at, job_id), partial on
+    # PostgreSQL (final outcomes only). The counts per task and state are a table of their own,
+    # kept with every write and purge, so reading them never counts the outcomes.
+    finals = "('succeeded', 'failed', 'retried', 'revoked')"
+    recent = f" WHERE state IN {finals}" if dialect == "postgresql" else ""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_outcomes (
+            job_id varchar({MAX_JOB_ID_LENGTH}) NOT NULL,
+            at double precision NOT NULL,
+            state varchar({STATE_LENGTH}) NOT NULL,
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            worker varchar({MAX_WORKER_LENGTH}),
+            runtime double precision,
+            error text,
+            retry_id varchar({MAX_JOB_ID_LENGTH}),
+            PRIMARY KEY (job_id, at, state)
+        )""",
+        f"CREATE INDEX IF NOT EXISTS {p}_outcomes_state ON {p}_outcomes (state, at, job_id)",
+        f"CREATE INDEX IF NOT EXISTS {p}_outcomes_recent ON {p}_outcomes (at, job_id){recent}",
+        f"""CREATE TABLE IF NOT EXISTS {p}_outcome_counts (
+            task varchar({MAX_TASK_NAME_LENGTH}) NOT NULL,
+            state varchar({STATE_LENGTH}) NOT NULL,
+            count bigint NOT NULL,
+            PRIMARY KEY (task, state)
+        )""",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
@@ -281,6 +338,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "indexes on (state, due_at, id) and (due_at, id), for browsing jobs", _v6_browse),
     Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
     Migration(8, "an index on (due_at, id) of failed jobs, for listing them", _v8_failed),
+    Migration(9, "execution outcomes of released jobs, and their counts per task", _v9_outcomes),
 )
 
 

@@ -4,6 +4,23 @@
 --       finish time), its state index (by due time)
 -- ARGV: 1 job key prefix, 2 cutoff (exclusive), 3 limit, then one state name per KEYS group
 -- Returns how many hashes were deleted. Bounded: at most `limit` ids are read, whatever is stored.
+-- A deleted job's execution outcomes go with it (`oc:<id>`, and its final ones from the outcome
+-- indexes and counts: see record_outcomes.lua), under the same key prefix as its hash.
+local base = string.sub(ARGV[1], 1, -5) -- '{prefix}:' (ARGV[1] is '{prefix}:job:')
+local function forget_outcomes(id)
+  local key = base .. 'oc:' .. id
+  local fields = redis.call('HGETALL', key)
+  for f = 1, #fields, 2 do
+    local at, state = string.match(fields[f], '^(.*)|(.-)$')
+    local member = id .. '\n' .. state .. '\n' .. at
+    if redis.call('ZREM', base .. 'outcomes:' .. state, member) == 1 then
+      redis.call('ZREM', base .. 'outcomes:final', member)
+      local task = cjson.decode(fields[f + 1])['task']
+      redis.call('HINCRBY', base .. 'outcome_counts', state .. '\n' .. task, -1)
+    end
+  end
+  redis.call('DEL', key)
+end
 local left = tonumber(ARGV[3])
 local deleted = 0
 for g = 0, (#KEYS - 3) / 2 - 1 do
@@ -20,6 +37,7 @@ for g = 0, (#KEYS - 3) / 2 - 1 do
     -- otherwise (written by hand), it is only dropped from this index, never deleted.
     if redis.call('HGET', key, 'state') == state then
       redis.call('DEL', key)
+      forget_outcomes(id)
       gone[#gone + 1] = id
     end
   end

@@ -10,6 +10,7 @@ from storage_adapters import (
     InstanceStore,
     JobStore,
     LockStore,
+    OutcomeStore,
     RecurringStore,
     ReleaseStore,
     RetentionStore,
@@ -26,6 +27,7 @@ FAMILIES: list[type] = [
     RetentionStore,
     InstanceStore,
     BrowseStore,
+    OutcomeStore,
 ]
 
 

@@ -118,6 +118,12 @@ class Settings:
     (time, level, logger, message and the event's fields) for a log pipeline (see
     ``log_format.py``). The worker bootstep applies it to this package's loggers only.
 
+    ``record_outcomes`` (Celery plugin; on by default): every worker with the plugin installed
+    records what it did with each job released from storage (received, started, succeeded,
+    failed, retried, revoked; who and when), written to storage in batches by a background
+    thread (``celery/outcomes.py``); a task never waits for it, and storage being down only
+    drops events, counted in a warning. Off, nothing is recorded.
+
     Every argument is keyword-only in practice (``Settings(batch_size=500)``) and has a default;
     ``Settings.load`` adds the environment and the Celery app's configuration.
 
@@ -147,6 +153,7 @@ class Settings:
     :param heartbeat_interval: see above (0.05-300 s).
     :param shards: see above (1-1024).
     :param log_format: ``"plain"`` or ``"json"``, see above.
+    :param record_outcomes: see above.
     :raises ConfigurationError: a value is out of range or malformed; the message names the
         setting.
 
@@ -176,6 +183,12 @@ class Settings:
     heartbeat_interval: float = 2.0
     shards: int = 1
     log_format: LogFormat = "plain"
+    #: ``lag_alert``: the lag, in seconds, above which the scheduling counts as unhealthy
+    #: (``process/health.py``): the dashboard's red banner, ``status --check`` unless
+    #: ``--max-lag`` is given, and the exporter's ``health_problems``. A recurring job whose next
+    #: run is further in the past than this is reported overdue.
+    lag_alert: float = 60.0
+    record_outcomes: bool = True
 
     def __post_init__(self) -> None:
         _check_int("max_degree_of_parallelism", self.max_degree_of_parallelism, 1, 1000)
@@ -189,6 +202,7 @@ class Settings:
         _check_seconds("connect_timeout", self.connect_timeout, 0.1, 60)
         _check_seconds("heartbeat_interval", self.heartbeat_interval, 0.05, 300)
         _check_int("shards", self.shards, 1, MAX_SHARDS)
+        _check_seconds("lag_alert", self.lag_alert, 0, MAX_INTERVAL)
         if self.metrics_port is not None:
             _check_int("metrics_port", self.metrics_port, 0, 65535)
         if self.retention is not None:
@@ -197,7 +211,12 @@ class Settings:
             raise ConfigurationError(
                 f"metrics_host must be a host name or address, not {self.metrics_host!r}"
             )
-        for name in ("fast_publish", "accept_time_messages", "fallback_to_celery"):
+        for name in (
+            "fast_publish",
+            "accept_time_messages",
+            "fallback_to_celery",
+            "record_outcomes",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(
                     f"{name} must be true or false, not {getattr(self, name)!r}"

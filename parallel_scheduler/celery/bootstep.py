@@ -19,6 +19,7 @@ import click
 from celery import bootsteps
 
 from parallel_scheduler.celery.integration import get_integration
+from parallel_scheduler.celery.outcome_metrics import OutcomeMetricsBridge
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import use_json_for_package
 from parallel_scheduler.process.service import SchedulerService
@@ -62,6 +63,8 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
             # stream Celery writes to; Celery's own lines keep their format
             use_json_for_package()
         self._service = integration.make_service(owner=owner)
+        if self._service.metrics is not None:  # the worker's outcome metrics beside the rest
+            self._service.metrics.registry.register(OutcomeMetricsBridge())
         log_start(self._service)
         self._service.start()
 

@@ -19,6 +19,7 @@ from typing import Any
 from parallel_scheduler.celery.bootstep import register_worker_step
 from parallel_scheduler.celery.call_options import explain
 from parallel_scheduler.celery.integration import ATTRIBUTE, CeleryIntegration, get_integration
+from parallel_scheduler.celery.outcomes import record_outcomes_of
 from parallel_scheduler.celery.revoke import hook_revoke
 from parallel_scheduler.celery.stored_retries import is_retry
 from parallel_scheduler.job_checks import check_call
@@ -115,4 +116,5 @@ def install(app: Any, **overrides: Any) -> CeleryIntegration:
     hook_revoke(app, integration.cancel_many)
     app.Task.schedule = _task_schedule
     register_worker_step(app)
+    record_outcomes_of(app, integration)  # only workers send the signals it listens to
     return integration

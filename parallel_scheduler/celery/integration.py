@@ -26,7 +26,7 @@ from parallel_scheduler.celery.broker_extras import require_broker_transport
 from parallel_scheduler.celery.call_options import carried_options, explain, reasons_not_to_defer
 from parallel_scheduler.celery.call_times import CallTime, read_call_time
 from parallel_scheduler.celery.signals import job_scheduled
-from parallel_scheduler.celery.stored_retries import is_retry, retry_job_id
+from parallel_scheduler.celery.stored_retries import is_retry, note_stored_retry, retry_job_id
 from parallel_scheduler.celery.wiring import build_service, dispatcher_for, envelopes_for
 from parallel_scheduler.client import Client
 from parallel_scheduler.dispatchers import Dispatcher
@@ -160,6 +160,8 @@ class CeleryIntegration:
             ) from exc
         if not result.created:
             logger.info("job %s already exists; the call changed nothing", result.job_id)
+        if message_id is not None:  # a stored retry: its outcome links to it (celery/outcomes.py)
+            note_stored_retry(message_id, result.job_id)
         job_scheduled.send(
             sender=name, job_id=result.job_id, due_at=result.due_at, created=result.created
         )

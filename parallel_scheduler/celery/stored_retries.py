@@ -10,11 +10,20 @@ cancel a retry by that derived id; ``revoke(task_id)`` cancels the task's stored
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 
 from storage_adapters import MAX_JOB_ID_LENGTH
 
-__all__ = ["REVOKE_RETRY_SPAN", "is_retry", "retry_job_id", "retry_job_ids"]
+__all__ = [
+    "REVOKE_RETRY_SPAN",
+    "is_retry",
+    "note_stored_retry",
+    "retry_job_id",
+    "retry_job_ids",
+    "stored_retry_of",
+]
 
 #: ``revoke(task_id)`` cancels the stored retries numbered 1 to this (Celery's own default
 #: ``max_retries`` is 3; a task that retries more often than this is revoked by its derived ids).
@@ -40,3 +49,24 @@ def retry_job_ids(task_id: str) -> Iterator[str]:
         if job_id is None:
             return
         yield job_id
+
+
+#: Stored retries of this process, by the task id they retry: ``task_retry`` (sent right after
+#: ``self.retry()`` stored one, in the same process) links the retry's outcome to the stored job.
+_NOTED: OrderedDict[str, str] = OrderedDict()
+_NOTED_LIMIT = 1000
+_noted_guard = threading.Lock()
+
+
+def note_stored_retry(task_id: str, job_id: str) -> None:
+    """Remember that ``task_id``'s retry was stored as ``job_id`` (the newest 1000 kept)."""
+    with _noted_guard:
+        _NOTED[task_id] = job_id
+        while len(_NOTED) > _NOTED_LIMIT:
+            _NOTED.popitem(last=False)
+
+
+def stored_retry_of(task_id: str) -> str | None:
+    """The job id ``task_id``'s retry was stored under in this process, once; else ``None``."""
+    with _noted_guard:
+        return _NOTED.pop(task_id, None)

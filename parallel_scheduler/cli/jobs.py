@@ -13,7 +13,9 @@ from typing import Any
 
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, countdown_arg, instant_arg, json_arg
-from parallel_scheduler.cli.render import job_view, print_listing
+from parallel_scheduler.cli.render import print_listing
+from parallel_scheduler.timeline import job_timeline, read_outcomes, timeline_line
+from parallel_scheduler.views import cancel_view, job_view, reschedule_view, schedule_view
 from storage_adapters import JobState, list_jobs
 from storage_adapters.errors import one_line
 
@@ -89,7 +91,7 @@ def cmd_schedule(ns: argparse.Namespace) -> int:
             record = read(client, lambda: client.storage.get_job(result.job_id))
             due = due if record is None else str(job_view(record)["due_at"])
     if ns.json:
-        _print_json({"id": result.job_id, "created": result.created, "due_at": due})
+        _print_json(schedule_view(result.job_id, result.created, due))
     elif result.created:
         print(f"{result.job_id} scheduled, due {due}")
     else:
@@ -105,17 +107,23 @@ def _no_such_job(job_id: str) -> int:
 def cmd_show(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         record = read(client, lambda: client.storage.get_job(ns.job_id))
+        events = (
+            [] if record is None else read(client, lambda: read_outcomes(client.storage, ns.job_id))
+        )
     if record is None:
         return _no_such_job(ns.job_id)
     view = job_view(record)
+    timeline = job_timeline(record, events)
     if ns.json:
-        _print_json(view)
+        _print_json({**view, "timeline": timeline})
         return 0
     width = max(len(name) for name in view)
     for name, value in view.items():
         if isinstance(value, (list, dict)):
             value = json.dumps(value, ensure_ascii=False)
         print(f"{name:<{width}}  {'-' if value is None else value}")
+    for entry in timeline:  # one line per state change, under the one name
+        print(f"{'timeline':<{width}}  {entry['at']}  {timeline_line(entry)}")
     return 0
 
 
@@ -127,7 +135,7 @@ def cmd_reschedule(ns: argparse.Namespace) -> int:
         return _no_such_job(ns.job_id)
     view = job_view(record)
     if ns.json:
-        _print_json({"id": ns.job_id, "rescheduled": moved, "due_at": view["due_at"]})
+        _print_json(reschedule_view(ns.job_id, moved, record))
     elif moved:
         print(f"{ns.job_id} rescheduled, due {view['due_at']}")
     else:
@@ -158,7 +166,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
 
 def cmd_cancel(ns: argparse.Namespace) -> int:
     with open_client(ns) as client:
-        outcomes = [{"id": job_id, "cancelled": client.cancel(job_id)} for job_id in ns.job_ids]
+        outcomes = [cancel_view(job_id, client.cancel(job_id)) for job_id in ns.job_ids]
     if ns.json:
         _print_json(outcomes)
     else:

@@ -13,7 +13,8 @@ from typing import Any
 
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg, json_arg
-from parallel_scheduler.cli.render import print_listing, recurring_view
+from parallel_scheduler.cli.render import print_listing
+from parallel_scheduler.views import recurring_view
 from storage_adapters.errors import one_line
 
 __all__ = ["add_commands"]

@@ -3,7 +3,8 @@
 
 Order of the checks on a request: auth (401), then for a POST read-only (403) and the CSRF
 token (400). Bad input anywhere is a 400 page naming the problem; storage that cannot be reached
-is a 503 page; nothing a person types can produce a 500.
+is a 503 page; nothing a person types can produce a 500. A request under ``/api/v1/`` (the
+HTTP API, ``dashboard/api``) passes the API's own checks instead and gets every error as JSON.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from flask import Flask, Response, abort, g, render_template, request, session
 from werkzeug.exceptions import HTTPException
 
 from parallel_scheduler.client import Client
-from parallel_scheduler.dashboard import display
+from parallel_scheduler.dashboard import api, display
+from parallel_scheduler.dashboard import health as dashboard_health
 from parallel_scheduler.dashboard.context import Dashboard, dashboard, viewer_zone
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
+from parallel_scheduler.dashboard.pages import outcomes as pages_outcomes
 from parallel_scheduler.dashboard.pages import overview as pages_overview
 from parallel_scheduler.dashboard.pages import recurring as pages_recurring
 from parallel_scheduler.dashboard.security import (
@@ -74,6 +77,8 @@ def _remember_zone() -> None:
 
 
 def _before() -> Response | None:
+    if api.is_api_request():  # the HTTP API: its own checks (bearer tokens need no CSRF)
+        return api.check_request()
     refused = _authenticate()
     if refused is not None:
         return refused
@@ -90,23 +95,25 @@ def _headers(response: Response) -> Response:
     return response
 
 
-def _error_page(status: int, title: str, message: str) -> tuple[str, int]:
+def _error_page(status: int, title: str, message: str) -> tuple[str, int] | Response:
+    if api.is_api_request():  # the HTTP API answers every error in JSON
+        return api.error_response(status, message)
     return render_template("message.html", title=title, message=message, status=status), status
 
 
 def _install_errors(app: Flask) -> None:
     @app.errorhandler(BadInput)
     @app.errorhandler(InvalidJobError)
-    def bad_input(exc: Exception) -> tuple[str, int]:
+    def bad_input(exc: Exception) -> tuple[str, int] | Response:
         return _error_page(400, "Bad input", str(exc))
 
     @app.errorhandler(InvalidArgumentError)
     @app.errorhandler(InvalidIdentifierError)
-    def refused_by_storage(exc: StorageError) -> tuple[str, int]:
+    def refused_by_storage(exc: StorageError) -> tuple[str, int] | Response:
         return _error_page(400, "Bad input", str(exc))
 
     @app.errorhandler(StorageError)
-    def storage_down(exc: StorageError) -> tuple[str, int]:
+    def storage_down(exc: StorageError) -> tuple[str, int] | Response:
         message = str(exc)
         url = dashboard().client.settings.storage_url
         if url:  # adapters mask their URL; this makes sure of it whatever the message holds
@@ -170,4 +177,7 @@ def build_app(
     pages_overview.register(app)
     pages_jobs.register(app)
     pages_recurring.register(app)
+    pages_outcomes.register(app)
+    api.register(app)
+    dashboard_health.register(app, client)  # the red banner on every page, and /metrics
     return app

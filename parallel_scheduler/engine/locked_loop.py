@@ -111,6 +111,10 @@ class LockedScheduler(ABC, Generic[StatsT]):
         #: When the last pass that held the lock ended (storage clock, estimated): what makes
         #: this instance the active one while the lock is free (an idle pass never sets it).
         self.last_held_at: float | None = None
+        #: ``time.monotonic()`` of the loop's last sign of progress: each turn of the loop, and
+        #: each batch of a pass. A loop whose stamp stops moving is stuck (``/healthz``, see
+        #: process/loop_health.py): a pool that never returns, a storage call that never ends.
+        self.progress_at = time.monotonic()
 
     @property
     def lock_label(self) -> str:
@@ -197,6 +201,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
         return str(self.shard or 0)
 
     def _keep_going(self, held: HeldLock) -> bool:
+        self.progress_at = time.monotonic()  # a pass asks before each batch
         return not self._stopping.is_set() and held.valid() and self._serving()
 
     # -- the process loop -------------------------------------------------------------------
@@ -208,6 +213,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
         max_backoff = min(MAX_BACKOFF, self.settings.lock_lease)
         try:
             while not self._stopping.is_set():
+                self.progress_at = time.monotonic()
                 try:
                     stats = self.run_once()
                 except Exception:
@@ -220,6 +226,7 @@ class LockedScheduler(ABC, Generic[StatsT]):
                 else:
                     backoff = 0.0
                     delay = self._delay_after(stats)
+                self.progress_at = time.monotonic()
                 self._wake.wait(delay)
                 self._wake.clear()
         finally:

@@ -16,6 +16,13 @@ Two kinds of figures:
   several scrapers (or an impatient one) cost storage one count every few seconds, not a count
   per scrape. Due jobs are counted through the due index up to ``DUE_COUNT_LIMIT``: beyond it the
   figure is that limit, a lower bound, and ``lag_seconds`` is the number to alert on anyway.
+
+Beside them, the process's own CPU, memory and file descriptors (``prometheus_client``'s process
+collector, ``process_*``) and ``parallel_scheduler_build_info{version}`` (``add_process_metrics``).
+Importing this module turns ``prometheus_client``'s ``_created`` series off (they double every
+counter's series for a timestamp nobody alerts on). The endpoint also answers ``/healthz`` for a
+liveness probe (``process/loop_health.py``; ``http_endpoint.py`` serves both). What storage says
+of every scheduler, served by a process that is not one, is in ``storage_metrics.py``.
 """
 
 from __future__ import annotations
@@ -27,14 +34,23 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from parallel_scheduler.clock import ClockSource
 from parallel_scheduler.engine.recorder import RELEASE_ERROR_REASONS, RELEASE_PATHS
 from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.process.http_endpoint import HealthCheck, metrics_app, serve
 from parallel_scheduler.recurring.triggers import MISFIRE_POLICIES
+from parallel_scheduler.version import __version__
 from storage_adapters import ClaimedJob, JobState, JobStore, ReleaseStore
 
 __all__ = [
@@ -44,6 +60,7 @@ __all__ = [
     "MetricsServer",
     "PrometheusRecorder",
     "StorageCollector",
+    "add_process_metrics",
 ]
 
 logger = logging.getLogger(__name__)
@@ -59,6 +76,19 @@ PASS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 
 LATENESS_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 SCHEDULER_KINDS: Final = ("delayed", "recurring")
 LOCKS: Final = ("delayed-scheduler", "recurring-scheduler")
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
+
+
+def add_process_metrics(registry: CollectorRegistry) -> None:
+    """The serving process's own figures (``process_*``: CPU, memory, open files, start time)
+    and ``parallel_scheduler_build_info{version}`` (always 1), on ``registry``."""
+    ProcessCollector(registry=registry)
+    info = Gauge(
+        PREFIX + "build_info", "The running parallel-scheduler's version", ["version"],
+        registry=registry,
+    )  # fmt: skip
+    info.labels(__version__).set(1)
 
 
 class PrometheusRecorder:
@@ -226,6 +256,10 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=True)
         self.recorder = PrometheusRecorder(self.registry)
         self.registry.register(StorageCollector(storage))
+        add_process_metrics(self.registry)
+        #: What ``/healthz`` answers (``SchedulerService`` sets its loops' check); ``None``:
+        #: ``/healthz`` is served as metrics, like any other path.
+        self.health: HealthCheck | None = None
         self._host = host
         self._port = port
         self._server: WSGIServer | None = None
@@ -248,7 +282,8 @@ class MetricsServer:
         if self._server is not None:
             return
         try:
-            server, thread = start_http_server(self._port, addr=self._host, registry=self.registry)
+            app = metrics_app(self.registry, lambda: self.health)
+            server, thread = serve(app, self._host, self._port)
         except OSError as exc:
             raise ConfigurationError(
                 f"metrics_port {self._port}: cannot serve metrics on {self._host}:{self._port}: "

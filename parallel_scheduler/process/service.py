@@ -2,7 +2,9 @@
 own lock, started and stopped together. A recurring pass that fires wakes the delayed scheduler,
 so a firing reaches the broker without waiting out a poll interval. With ``metrics_port`` set,
 it also serves Prometheus metrics from ``start()`` to ``stop()`` (``metrics.py``). From
-``start()`` to ``stop()`` it heartbeats its liveness record in storage (``liveness.py``).
+``start()`` to ``stop()`` it heartbeats its liveness record in storage (``liveness.py``). The
+metrics endpoint answers ``/healthz`` with ``loop_problems()``: 503 once a loop is dead or stuck
+(``loop_health.py``).
 
 With ``shards`` = S > 1 the store is S stores (storage_adapters/sharding.py), and the service
 runs one delayed and one recurring scheduler per shard, each on its shard's store under that
@@ -31,6 +33,7 @@ from parallel_scheduler.delayed.sending import ReleaseListener
 from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.process.assembly import ServiceParts, assemble
+from parallel_scheduler.process.loop_health import loop_problems
 from parallel_scheduler.process.shard_assignment import describe_shards
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
@@ -71,6 +74,8 @@ class SchedulerService:
         self._stopped = threading.Event()
         if self.assignment is not None:
             self.assignment.on_change = self._assignment_changed
+        if self.metrics is not None:
+            self.metrics.health = self.loop_problems
 
     @classmethod
     def build(
@@ -90,6 +95,16 @@ class SchedulerService:
     def served_shards(self) -> frozenset[int]:
         """The shards this process serves now (``{0}`` without shards)."""
         return frozenset({0}) if self.assignment is None else self.assignment.served
+
+    def loop_problems(self) -> list[str]:
+        """One line per loop that is dead or stuck (``loop_health.py``); none while every loop
+        this process runs makes progress. Before ``start()`` and after ``stop()`` the service
+        itself is the problem."""
+        with self._threads_guard:
+            if not self._started or self._stopped.is_set():
+                return ["the scheduler service is not running"]
+            loops = dict(self._threads)
+        return loop_problems(loops, self.settings)
 
     def _looping(self) -> list[LockedScheduler[Any]]:
         """The schedulers whose loops run: every shard's, both kinds."""

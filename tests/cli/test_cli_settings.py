@@ -46,6 +46,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "heartbeat_interval": ("2.5", 2.5),
     "shards": ("3", 3),
     "log_format": ("json", "json"),
+    "lag_alert": ("90", 90.0),
+    "record_outcomes": ("false", False),  # the opt-out
 }
 KINDS = {kind.name: kind for kind in SETTING_KINDS}
 

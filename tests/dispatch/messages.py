@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from devtools.broker_messages import BrokerMessage
+from parallel_scheduler.celery.publish.send_task import RELEASE_HEADER
 
 #: Stored options of a call, each judged against send_task's message for the same call: none;
 #: a priority, headers of the caller's and time limits; an expiry, a callback, a shadow name and
@@ -32,7 +33,9 @@ CALL_OPTIONS: dict[str, dict[str, Any]] = {
 #: Per publish, whoever publishes: the job id (and what carries it), the TTL counted at publish,
 #: and the reply_to send_task fills with its producer thread's id for RPC results (no caller
 #: waits on the result of a job released later; the fast paths leave it empty).
-PER_PUBLISH_HEADERS = ("id", "root_id")
+#: (the release's header, the job's due time, is on every released message and on no call a
+#: user's code makes; ``same_call`` checks it on the released one)
+PER_PUBLISH_HEADERS = ("id", "root_id", RELEASE_HEADER)
 PER_PUBLISH_PROPERTIES = ("correlation_id", "reply_to", "expiration")
 
 
@@ -45,6 +48,7 @@ def same_call(expected: BrokerMessage, got: BrokerMessage) -> None:
         expected.content_type,
         expected.content_encoding,
     )
+    float(got.headers[RELEASE_HEADER])  # released from storage: the job's due time
     leave_out = PER_PUBLISH_HEADERS
     assert {k: v for k, v in got.headers.items() if k not in leave_out} == {
         k: v for k, v in expected.headers.items() if k not in leave_out

@@ -243,7 +243,7 @@ class AmqpPublisher:
         if template is None:
             return None
         spliced = properties(
-            template, job.id, facts.args, facts.kwargs, facts.expires_at, time.time()
+            template, job.id, facts.args, facts.kwargs, facts.expires_at, time.time(), job.due_at
         )
         if spliced is None:
             return None

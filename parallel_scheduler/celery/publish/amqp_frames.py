@@ -18,8 +18,13 @@ import amqp  # type: ignore[import-untyped]
 from amqp import spec
 from amqp.serialization import dumps as amqp_dumps  # type: ignore[import-untyped]
 
+from parallel_scheduler.celery.publish.message_template import (
+    RELEASE_HEADER,
+    due_header,
+    expires_header,
+    short_repr,
+)
 from parallel_scheduler.celery.publish.message_template import expiration as expiration_ms
-from parallel_scheduler.celery.publish.message_template import expires_header, short_repr
 
 __all__ = ["Message", "Template", "TooLarge", "frames", "matches_py_amqp", "properties", "splice"]
 
@@ -41,6 +46,7 @@ def _key(name: str) -> bytes:
 
 
 _ID, _ROOT_ID, _ARGSREPR, _KWARGSREPR, _EXPIRES = (_key(name) for name in PER_JOB_HEADERS)
+_DUE = _key(RELEASE_HEADER)
 
 
 def _entry(key: bytes, value: str) -> bytes:
@@ -138,10 +144,11 @@ def properties(
     kwargs: dict[str, Any],
     expires: float | None,
     now: float,
+    due_at: float,
 ) -> bytes | None:
     """A message's content header properties: the template's bytes with the per-job values
-    (id, root id, argument reprs, correlation id, expiry) spliced in; ``None`` if the job id is
-    too long for a short string."""
+    (id, root id, argument reprs, the release's due-time header, correlation id, expiry) spliced
+    in; ``None`` if the job id is too long for a short string."""
     raw_id = job_id.encode()
     if len(raw_id) > 255:
         return None
@@ -151,6 +158,7 @@ def properties(
         + _ROOT_ID + _u32(len(raw_id)) + raw_id
         + _entry(_ARGSREPR, short_repr(args))
         + _entry(_KWARGSREPR, short_repr(kwargs))
+        + _entry(_DUE, due_header(due_at))
     )  # fmt: skip
     if expires is None:
         flags, expiration = template.flags, b""
@@ -172,11 +180,12 @@ def matches_py_amqp(template: Template, values: dict[str, Any], headers: dict[st
     job_id, expires = "probe-id", 4102444800.0
     for expiring in (False, True):
         spliced = properties(
-            template, job_id, [1], {"k": "v"}, expires if expiring else None, expires - 5
+            template, job_id, [1], {"k": "v"}, expires if expiring else None, expires - 5, 12.5
         )
         full = {
             **{k: v for k, v in headers.items() if not (expiring and k == "expires")},
             "id": job_id, "root_id": job_id, "argsrepr": "[1]", "kwargsrepr": "{'k': 'v'}",
+            RELEASE_HEADER: "12.5",
             **({"expires": expires_header(expires)} if expiring else {}),
         }  # fmt: skip
         expected = amqp.Message(

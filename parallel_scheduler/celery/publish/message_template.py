@@ -17,13 +17,15 @@ from typing import Any
 
 from celery.utils.functional import maybe_list
 
-from parallel_scheduler.celery.publish.send_task import celery_options
+from parallel_scheduler.celery.publish.send_task import RELEASE_HEADER, celery_options
 from parallel_scheduler.delayed.envelopes import ReleaseFacts, compact_json
 
 __all__ = [
+    "RELEASE_HEADER",
     "REPR_LIMIT",
     "carries_own_identity",
     "delivery_mode",
+    "due_header",
     "dumps",
     "expiration",
     "expires_header",
@@ -37,6 +39,12 @@ __all__ = [
 ]
 
 REPR_LIMIT = 1024  # Celery's limit for argsrepr/kwargsrepr
+
+
+def due_header(due_at: float) -> str:
+    """``RELEASE_HEADER``'s value (see ``send_task``) for a job due at ``due_at``."""
+    return repr(float(due_at))
+
 
 dumps = compact_json
 #: A str as a JSON string literal, non-ASCII kept: what ``dumps`` makes of a str, without the

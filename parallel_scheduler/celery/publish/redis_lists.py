@@ -27,8 +27,10 @@ from typing import Any
 import redis
 
 from parallel_scheduler.celery.publish.message_template import (
+    RELEASE_HEADER,
     carries_own_identity,
     delivery_mode,
+    due_header,
     expiration,
     expires_header,
     options_key,
@@ -59,7 +61,7 @@ from storage_adapters import ClaimedJob, NewJob
 __all__ = ["RedisPublisher"]
 
 
-_PER_JOB_HEADERS = ("id", "root_id", "argsrepr", "kwargsrepr")
+_PER_JOB_HEADERS = ("id", "root_id", "argsrepr", "kwargsrepr", RELEASE_HEADER)
 _PER_JOB_PROPERTIES = ("correlation_id", "delivery_tag", "expiration")
 
 
@@ -175,6 +177,7 @@ class RedisPublisher:
             f'{{"body":"{binascii.b2a_base64(body, newline=False).decode()}",'
             '"content-encoding":"utf-8","content-type":"application/json",'
             f'"headers":{{"id":{job_id},"root_id":{job_id},{expiry}'
+            f'"{RELEASE_HEADER}":"{due_header(job.due_at)}",'
             f'"argsrepr":{quoted(_short_repr(args))},"kwargsrepr":{quoted(_short_repr(kwargs))},'
             f"{template.headers_json}}},"
             f'"properties":{{"correlation_id":{job_id},{ttl}'

@@ -30,7 +30,16 @@ from parallel_scheduler.dispatchers import (
 from parallel_scheduler.errors import UnsendableJobError
 from storage_adapters import ClaimedJob
 
-__all__ = ["CeleryDispatcher", "celery_options"]
+__all__ = ["RELEASE_HEADER", "RELEASE_JOB_HEADER", "CeleryDispatcher", "celery_options"]
+
+#: The header every release path adds to a job's message: the job's due time (epoch seconds, as
+#: text; ``message_template.due_header``). It tells a worker's plugin that the task came from
+#: storage, so its outcome is recorded (``celery/outcomes.py``), and when it was due (the
+#: due -> started lateness). A plain Celery call never carries it.
+RELEASE_HEADER = "parallel_scheduler_due_at"
+#: The job id, on a released message whose task id is not its job's id (a stored retry keeps
+#: its task's id: ``stored_retries.py``), so the worker records the run under the job released.
+RELEASE_JOB_HEADER = "parallel_scheduler_job_id"
 
 
 def celery_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -91,13 +100,14 @@ class CeleryDispatcher:
 
     def _send(self, job: ClaimedJob, producer: Any = None) -> None:
         args, kwargs, options = decode_for_send(job)
+        sent = celery_options(options)
+        # the release's mark (see message_template.RELEASE_HEADER), after the call's own headers
+        headers = {**(sent.get("headers") or {}), RELEASE_HEADER: repr(float(job.due_at))}
+        if headers.get("id", job.id) != job.id:
+            headers[RELEASE_JOB_HEADER] = job.id
+        sent["headers"] = headers
         self.app.send_task(
-            job.task,
-            args=args,
-            kwargs=kwargs,
-            task_id=job.id,
-            producer=producer,
-            **celery_options(options),
+            job.task, args=args, kwargs=kwargs, task_id=job.id, producer=producer, **sent
         )
 
     def dispatch(self, job: ClaimedJob) -> None:

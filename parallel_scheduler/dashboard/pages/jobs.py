@@ -25,6 +25,7 @@ from parallel_scheduler.dashboard.inputs import (
 )
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.jobs import Job
+from parallel_scheduler.timeline import job_timeline, read_outcomes
 from storage_adapters import JobState
 
 __all__ = ["BULK_LIMIT", "register"]
@@ -76,7 +77,13 @@ def job() -> Any:
         return render_template(
             "message.html", title="No such job", status=404, message=f"no job with id {job_id!r}"
         ), 404
-    return render_template("job.html", job=Job.from_record(record), record=record)
+    events = call_storage(
+        lambda: read_outcomes(board.client.storage, job_id), give_up_after=board.client.retry_for
+    )
+    timeline = job_timeline(record, events)
+    return render_template(
+        "job.html", job=Job.from_record(record), record=record, timeline=timeline
+    )
 
 
 def _reschedule(job_id: str) -> tuple[str, bool]:

@@ -19,10 +19,12 @@ from parallel_scheduler.dashboard.inputs import (
     parse_seconds,
     parse_text,
 )
+from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import utc_datetime
 from parallel_scheduler.recurring.jobs import RecurringJob
 from parallel_scheduler.recurring.triggers import MisfirePolicy
+from storage_adapters import OutcomeStore
 
 __all__ = ["register"]
 
@@ -39,8 +41,26 @@ def recurring() -> Any:
         "recurring.html",
         rows=rows[:PAGE_SIZE],
         recent=RECENT_FIRINGS,
+        outcomes=_firing_outcomes(rows[:PAGE_SIZE]),
         next_url=url_for("recurring", offset=offset + PAGE_SIZE) if len(rows) > PAGE_SIZE else None,
     )
+
+
+def _firing_outcomes(rows: list[RecurringJob]) -> dict[str, str]:
+    """The latest recorded outcome of each recent firing shown (one storage read for the page);
+    none from a store that keeps no outcomes."""
+    client = dashboard().client
+    store = client.storage
+    ids = [
+        firing.job_id
+        for row in rows
+        for firing in row.recent_firings()[:RECENT_FIRINGS]
+        if firing.job_id is not None
+    ]
+    if not ids or not isinstance(store, OutcomeStore):
+        return {}
+    latest = call_storage(lambda: store.latest_outcomes(ids), give_up_after=client.retry_for)
+    return {job_id: event.state.value for job_id, event in latest.items()}
 
 
 def _existing(recurring_id: str) -> RecurringJob:

@@ -1,0 +1,206 @@
+"""``/api/v1/recurring``: list, get, create, update, pause, resume, trigger and remove recurring
+jobs, all through ``client.recurring`` (its validation, its error messages: an invalid cron, zone
+or interval is a 400 naming it). A create or update body is the whole recurring job: a field left
+out takes ``RecurringJobs.save``'s default, as on the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from flask import Blueprint, Response, request
+
+from parallel_scheduler.dashboard.api.body import (
+    json_body,
+    optional_instant,
+    optional_number,
+    path_id,
+    typed,
+)
+from parallel_scheduler.dashboard.api.guard import ApiError, reply
+from parallel_scheduler.dashboard.context import audit, dashboard
+from parallel_scheduler.dashboard.inputs import BadInput, parse_int
+from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
+from parallel_scheduler.job_checks import ROUTING_OPTIONS
+from parallel_scheduler.recurring.triggers import MisfirePolicy
+from parallel_scheduler.views import recurring_view, removed_view, triggered_view
+from storage_adapters import RecurringRecord, SaveMode
+
+__all__ = ["MISFIRE_POLICIES", "SAVE_FIELDS", "register"]
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+MISFIRE_POLICIES = ("skip", "run_once", "run_all")
+#: The fields of a create or update body (a create also names the ``id``).
+SAVE_FIELDS = (
+    "task",
+    "cron",
+    "every",
+    "args",
+    "kwargs",
+    "timezone",
+    "start",
+    "end",
+    "misfire_policy",
+    "misfire_cap",
+    "misfire_grace",
+    "enabled",
+    "options",
+)
+
+
+def _record(recurring_id: str) -> RecurringRecord | None:
+    client = dashboard().client
+    found: RecurringRecord | None = call_storage(
+        lambda: client.storage.get_recurring(recurring_id), give_up_after=client.retry_for
+    )
+    return found
+
+
+def _existing(recurring_id: str) -> RecurringRecord:
+    record = _record(recurring_id)
+    if record is None:
+        raise ApiError(404, "not_found", f"no recurring job with id {recurring_id!r}")
+    return record
+
+
+def list_recurring() -> Response:
+    limit = parse_int(request.args, "limit", PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    offset = parse_int(request.args, "offset", 0, 0, 10_000_000)
+    client = dashboard().client
+    records: list[RecurringRecord] = call_storage(
+        lambda: client.storage.list_recurring(limit + 1, offset), give_up_after=client.retry_for
+    )
+    more = len(records) > limit
+    return reply(
+        {
+            "recurring": [recurring_view(record) for record in records[:limit]],
+            "next_offset": offset + limit if more else None,
+        }
+    )
+
+
+def get_recurring(recurring_id: str) -> Response:
+    return reply(recurring_view(_existing(path_id(recurring_id))))
+
+
+def _options(body: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = typed(body, "options", "object", {})
+    unknown = sorted(set(options) - ROUTING_OPTIONS)
+    if unknown:
+        shown = ", ".join(map(repr, unknown))[:300]
+        raise BadInput(f"options: unknown option(s) {shown}; known: {sorted(ROUTING_OPTIONS)}")
+    return options
+
+
+def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringRecord:
+    task = typed(body, "task", "text")
+    if task is None:
+        raise BadInput("task: the task name is required")
+    policy = typed(body, "misfire_policy", "text", "run_once")
+    if policy not in MISFIRE_POLICIES:
+        raise BadInput(f"misfire_policy {policy!r} is not one of {', '.join(MISFIRE_POLICIES)}")
+    grace = optional_number(body, "misfire_grace")
+    dashboard().client.recurring.save(
+        recurring_id,
+        task,
+        typed(body, "cron", "text", ""),
+        every=optional_number(body, "every"),
+        args=typed(body, "args", "list", []),
+        kwargs=typed(body, "kwargs", "object", {}),
+        timezone=typed(body, "timezone", "text", "UTC"),
+        start=optional_instant(body, "start"),
+        end=optional_instant(body, "end"),
+        misfire_policy=cast(MisfirePolicy, policy),
+        misfire_cap=typed(body, "misfire_cap", "integer", 100),
+        misfire_grace=60.0 if grace is None else grace,
+        enabled=typed(body, "enabled", "boolean", True),
+        mode=mode,
+        **_options(body),
+    )
+    return _existing(recurring_id)
+
+
+def create_recurring() -> Response:
+    body = json_body(("id", *SAVE_FIELDS))
+    recurring_id = typed(body, "id", "text")
+    if recurring_id is None:
+        raise BadInput("id: the recurring job's id is required")
+    recurring_id = path_id(recurring_id)
+    if _record(recurring_id) is not None:
+        raise ApiError(409, "conflict", f"recurring job {recurring_id!r} exists already")
+    saved = _save(recurring_id, body, "create")
+    audit("api_recurring_create", [recurring_id])
+    return reply(recurring_view(saved), 201)
+
+
+def update_recurring(recurring_id: str) -> Response:
+    recurring_id = path_id(recurring_id)
+    body = json_body(SAVE_FIELDS)
+    _existing(recurring_id)
+    saved = _save(recurring_id, body, "update")
+    audit("api_recurring_update", [recurring_id])
+    return reply(recurring_view(saved))
+
+
+def _act(recurring_id: str, action: str, act: Callable[[str], Any]) -> Any:
+    """``act`` on an existing recurring job: 404 if it is missing, before or during the act."""
+    recurring_id = path_id(recurring_id)
+    json_body(())
+    _existing(recurring_id)
+    try:
+        result = act(recurring_id)
+    except InvalidJobError:  # removed between the check and the act
+        _existing(recurring_id)
+        raise
+    audit(f"api_recurring_{action}", [recurring_id], f"result={result}")
+    return result
+
+
+def pause_recurring(recurring_id: str) -> Response:
+    _act(recurring_id, "pause", dashboard().client.recurring.pause)
+    return reply(recurring_view(_existing(path_id(recurring_id))))
+
+
+def resume_recurring(recurring_id: str) -> Response:
+    _act(recurring_id, "resume", dashboard().client.recurring.resume)
+    return reply(recurring_view(_existing(path_id(recurring_id))))
+
+
+def trigger_recurring(recurring_id: str) -> Response:
+    try:
+        job_id = _act(recurring_id, "trigger", dashboard().client.recurring.trigger)
+    except ParallelSchedulerError as exc:
+        if type(exc) is not ParallelSchedulerError:  # a subclass: bad input, storage down
+            raise
+        # the base class itself: the job kept changing under every attempt to trigger it
+        raise ApiError(409, "conflict", str(exc)) from None
+    return reply(triggered_view(path_id(recurring_id), job_id))
+
+
+def remove_recurring(recurring_id: str) -> Response:
+    removed = _act(recurring_id, "remove", dashboard().client.recurring.remove)
+    if not removed:
+        raise ApiError(404, "not_found", f"no recurring job with id {recurring_id!r}")
+    return reply(removed_view(path_id(recurring_id), True))
+
+
+def register(api: Blueprint) -> None:
+    api.add_url_rule("/recurring", "recurring", list_recurring)
+    api.add_url_rule("/recurring", "recurring_create", create_recurring, methods=["POST"])
+    api.add_url_rule("/recurring/<recurring_id>", "recurring_one", get_recurring)
+    api.add_url_rule(
+        "/recurring/<recurring_id>", "recurring_update", update_recurring, methods=["PUT"]
+    )
+    api.add_url_rule(
+        "/recurring/<recurring_id>", "recurring_remove", remove_recurring, methods=["DELETE"]
+    )
+    for name, view in (
+        ("pause", pause_recurring),
+        ("resume", resume_recurring),
+        ("trigger", trigger_recurring),
+    ):
+        api.add_url_rule(
+            f"/recurring/<recurring_id>/{name}", f"recurring_{name}", view, methods=["POST"]
+        )

@@ -1,0 +1,175 @@
+"""The JSON shapes of stored rows and of the answers to actions: one home for each, shared by the
+command line's ``--json`` output and the dashboard's HTTP API (``/api/v1/``), so a script reading
+either sees the same keys.
+
+Every stored row is shown, and a row that cannot be read is flagged. A store may hold a row this
+version cannot turn into a ``Job`` or ``RecurringJob``: a due time outside the documented range
+(``1e20``, ``-1e12``), NaN, a payload that is not JSON, a recurring schedule that no longer
+parses. Listings exist to find exactly such rows, so one of them must never take a listing down:
+each field is shown by the model (``Job``/``RecurringJob``) when it can, else field by field, and
+what is wrong is said in the row's ``problem``. Every view is strict JSON (no NaN, no infinity).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from parallel_scheduler.client import Client
+from parallel_scheduler.jobs import Job, decode_payload
+from parallel_scheduler.process.health import health_problems
+from parallel_scheduler.process.status_report import status_report
+from parallel_scheduler.ranges import instant
+from parallel_scheduler.recurring.jobs import RecurringJob
+from storage_adapters import JobRecord, JobState, RecurringRecord
+
+__all__ = [
+    "cancel_view",
+    "job_view",
+    "recurring_view",
+    "removed_view",
+    "reschedule_view",
+    "schedule_view",
+    "status_view",
+    "triggered_view",
+]
+
+
+def _seconds(value: object) -> object:
+    """A number for JSON: NaN and infinities are not JSON, so they become their text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
+
+
+def _payload(payload: object, problems: list[str]) -> tuple[Any, Any, Any]:
+    try:
+        return decode_payload(payload)  # type: ignore[arg-type]
+    except Exception as exc:
+        problems.append(f"payload cannot be decoded ({type(exc).__name__}: {exc})")
+        return None, None, None
+
+
+def _state(state: object) -> str:
+    return state.value if isinstance(state, JobState) else str(state)
+
+
+def _modelled(to_dict: Callable[[], dict[str, Any]]) -> dict[str, Any] | str:
+    """The model's own view of a row if it can make one that is strict JSON; else why not."""
+    try:
+        view = to_dict()
+        json.dumps(view, allow_nan=False)
+    except Exception as exc:  # any failure of one row's conversion: shown field by field instead
+        return f"{type(exc).__name__}: {exc}"
+    view.setdefault("problem", None)
+    return view
+
+
+def _read_fields(
+    record: JobRecord | RecurringRecord, instants: Sequence[str], problems: list[str]
+) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """Field by field, what every stored row shows: its id, task and call (the keys that open
+    ``StoredCall.to_dict``'s view), and the named instants, noting in ``problems`` what is wrong."""
+    times = {name: instant(name, getattr(record, name), problems) for name in instants}
+    args, kwargs, options = _payload(record.payload, problems)
+    call = {
+        "id": str(record.id),
+        "task": str(record.task),
+        "args": args,
+        "kwargs": kwargs,
+        "options": options,
+    }
+    return call, times
+
+
+def job_view(record: JobRecord) -> dict[str, Any]:
+    """A stored job as a JSON-ready dict (``Job.to_dict``'s keys, with ``problem``)."""
+    view = _modelled(lambda: Job.from_record(record).to_dict())
+    if isinstance(view, dict):
+        return view
+    problems: list[str] = []
+    call, times = _read_fields(record, ("due_at", "created_at", "updated_at"), problems)
+    return {
+        **call,
+        "due_at": times["due_at"],
+        "state": _state(record.state),
+        "attempts": _seconds(record.attempts),
+        "created_at": times["created_at"],
+        "updated_at": times["updated_at"],
+        "last_error": record.last_error,
+        "problem": "; ".join(problems) or f"cannot be read as a job ({view})",
+    }
+
+
+def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
+    try:
+        raw = json.loads(text)  # type: ignore[arg-type]
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except Exception as exc:
+        problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
+        return {"cron": None, "every": None, "timezone": None, "misfire_policy": None}
+    return {
+        "cron": raw.get("cron") or None,
+        "every": _seconds(raw.get("every")),
+        "timezone": raw.get("timezone"),
+        "misfire_policy": raw.get("misfire_policy"),
+    }
+
+
+def recurring_view(record: RecurringRecord) -> dict[str, Any]:
+    """A stored recurring job as a JSON-ready dict (``RecurringJob.to_dict``'s keys, with
+    ``problem``)."""
+    view = _modelled(lambda: RecurringJob.from_record(record).to_dict())
+    if isinstance(view, dict):
+        return view
+    problems: list[str] = []
+    call, times = _read_fields(record, ("next_run_at", "last_run_at"), problems)
+    schedule = _schedule_fields(record.schedule, problems)
+    return {
+        **call,
+        **schedule,
+        "enabled": record.enabled,
+        "next_run_at": times["next_run_at"],
+        "last_run_at": times["last_run_at"],
+        "problem": "; ".join(problems) or f"cannot be read as a recurring job ({view})",
+    }
+
+
+def schedule_view(job_id: str, created: bool, due_at: str) -> dict[str, Any]:
+    """The answer to scheduling one job: its id, whether this call created it, its due time."""
+    return {"id": job_id, "created": created, "due_at": due_at}
+
+
+def cancel_view(job_id: str, cancelled: bool) -> dict[str, Any]:
+    """The answer to cancelling one job: whether it was scheduled and is now cancelled."""
+    return {"id": job_id, "cancelled": cancelled}
+
+
+def reschedule_view(job_id: str, rescheduled: bool, record: JobRecord) -> dict[str, Any]:
+    """The answer to moving one job's due time: whether it moved, and its stored due time now."""
+    return {"id": job_id, "rescheduled": rescheduled, "due_at": job_view(record)["due_at"]}
+
+
+def triggered_view(recurring_id: str, job_id: str) -> dict[str, Any]:
+    """The answer to triggering a recurring job: the id of the firing it created."""
+    return {"id": recurring_id, "job_id": job_id}
+
+
+def removed_view(recurring_id: str, removed: bool) -> dict[str, Any]:
+    """The answer to removing a recurring job: whether it existed (its firings stay)."""
+    return {"id": recurring_id, "removed": removed}
+
+
+def status_view(client: Client, max_lag: float | None = None) -> dict[str, Any]:
+    """The status report (``process/status_report.py``) with its health ``problems`` (a list of
+    ``{"kind", "message"}``, judged by ``process/health.py`` against ``max_lag``, by default the
+    ``lag_alert`` setting): ``parallel-scheduler status --json`` and ``GET /api/v1/status``."""
+    settings = client.settings
+    report = status_report(client)
+    lag = settings.lag_alert if max_lag is None else max_lag
+    problems = health_problems(report, max_lag=lag, settings=settings)
+    report["problems"] = [problem.as_dict() for problem in problems]
+    return report

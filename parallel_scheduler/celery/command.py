@@ -43,6 +43,8 @@ def parallel_scheduler(ctx: click.Context, once: bool, loglevel: int) -> None:
         log_start(service)
         if once:
             ctx.exit(run_one_pass(service))
-        service.run()
+        ran_to_a_stop = service.run()
     finally:
         service.close()
+    if not ran_to_a_stop:  # a loop thread died: exit non-zero so a supervisor restarts it
+        ctx.exit(1)

@@ -86,10 +86,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
         log_start(service)  # names the store, the instance and the settings in one line
         if ns.once:
             return run_one_pass(service)
-        service.run()
+        ran_to_a_stop = service.run()
     finally:
         service.close()
-    return 0
+    return 0 if ran_to_a_stop else 1
 
 
 def cmd_setup(ns: argparse.Namespace) -> int:

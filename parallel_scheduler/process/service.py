@@ -158,8 +158,10 @@ class SchedulerService:
             self._started = True
         self._start_loops(self.served_shards())
 
-    def run(self, *, install_signal_handlers: bool = True) -> None:
-        """Run until ``stop()`` or SIGINT/SIGTERM, then stop both gracefully."""
+    def run(self, *, install_signal_handlers: bool = True) -> bool:
+        """Run until ``stop()`` or SIGINT/SIGTERM, then stop both gracefully. ``False`` when it
+        ended because a loop thread died instead (logged as an error naming it), so the command
+        exits non-zero and a supervisor restarts it."""
         stopped = self._stopped
         previous: dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
@@ -172,16 +174,20 @@ class SchedulerService:
                 previous[number] = signal.getsignal(number)
                 signal.signal(number, handle)
         self.start()
+        dead: list[str] = []
         try:
             while not stopped.wait(0.5):
                 with self._threads_guard:
                     threads = list(self._threads.values())
-                if not all(t.is_alive() for t in threads):
+                dead = [t.name for t in threads if not t.is_alive()]
+                if dead:
+                    logger.error("%s ended unexpectedly: stopping this process", ", ".join(dead))
                     break
         finally:
             self.stop()
             for previous_number, handler in previous.items():
                 signal.signal(previous_number, handler)
+        return not dead
 
     def stop(self) -> None:
         """Stop every loop; in-flight work finishes and the locks are released before this

@@ -58,12 +58,12 @@ def test_scheduler_deployment() -> None:
     spec = container(deployment)
     ns = parse_cli(argv(spec))
     assert ns.command == "run" and ns.app == "proj.celery:app" and not ns.once
-    # the liveness probe knocks on the metrics endpoint this very command serves
+    # the liveness probe asks /healthz of the metrics endpoint this very command serves
     (port,) = spec["ports"]
     assert port["containerPort"] == ns.metrics_port
     assert ns.metrics_host == "0.0.0.0"  # the kubelet probes the pod's address
     live = spec["livenessProbe"]["httpGet"]
-    assert live["path"] == "/metrics" and live["port"] == port["name"]
+    assert live["path"] == "/healthz" and live["port"] == port["name"]
     ready = spec["readinessProbe"]["exec"]["command"]
     assert program_argv(ready, "parallel-scheduler") is not None
     assert parse_cli(program_argv(ready, "parallel-scheduler") or []).command == "status"

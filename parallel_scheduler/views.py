@@ -19,11 +19,12 @@ from typing import Any
 
 from parallel_scheduler.client import Client
 from parallel_scheduler.jobs import Job, decode_payload
-from parallel_scheduler.process.health import health_problems
+from parallel_scheduler.process.health import Problem, health_problems
 from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.ranges import instant
 from parallel_scheduler.recurring.jobs import RecurringJob
-from storage_adapters import JobRecord, JobState, RecurringRecord
+from parallel_scheduler.timeline import job_timeline
+from storage_adapters import JobRecord, JobState, OutcomeEvent, RecurringRecord
 
 __all__ = [
     "cancel_view",
@@ -163,13 +164,27 @@ def removed_view(recurring_id: str, removed: bool) -> dict[str, Any]:
     return {"id": recurring_id, "removed": removed}
 
 
-def status_view(client: Client, max_lag: float | None = None) -> dict[str, Any]:
+def judged_status(
+    client: Client, max_lag: float | None = None
+) -> tuple[dict[str, Any], list[Problem]]:
     """The status report (``process/status_report.py``) with its health ``problems`` (a list of
     ``{"kind", "message"}``, judged by ``process/health.py`` against ``max_lag``, by default the
-    ``lag_alert`` setting): ``parallel-scheduler status --json`` and ``GET /api/v1/status``."""
+    ``lag_alert`` setting), and those problems to print."""
     settings = client.settings
     report = status_report(client)
     lag = settings.lag_alert if max_lag is None else max_lag
     problems = health_problems(report, max_lag=lag, settings=settings)
     report["problems"] = [problem.as_dict() for problem in problems]
-    return report
+    return report, problems
+
+
+def status_view(client: Client, max_lag: float | None = None) -> dict[str, Any]:
+    """``parallel-scheduler status --json`` and ``GET /api/v1/status``: ``judged_status``'s
+    report."""
+    return judged_status(client, max_lag)[0]
+
+
+def job_detail_view(record: JobRecord, events: list[OutcomeEvent]) -> dict[str, Any]:
+    """One job with its timeline (created, claimed, sent, then what the workers recorded):
+    ``parallel-scheduler show --json`` and ``GET /api/v1/jobs/<id>``."""
+    return {**job_view(record), "timeline": job_timeline(record, events)}

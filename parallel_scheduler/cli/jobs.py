@@ -14,8 +14,14 @@ from typing import Any
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, countdown_arg, instant_arg, json_arg
 from parallel_scheduler.cli.render import print_listing
-from parallel_scheduler.timeline import job_timeline, read_outcomes, timeline_line
-from parallel_scheduler.views import cancel_view, job_view, reschedule_view, schedule_view
+from parallel_scheduler.timeline import read_outcomes, timeline_line
+from parallel_scheduler.views import (
+    cancel_view,
+    job_detail_view,
+    job_view,
+    reschedule_view,
+    schedule_view,
+)
 from storage_adapters import JobState, list_jobs
 from storage_adapters.errors import one_line
 
@@ -112,8 +118,9 @@ def cmd_show(ns: argparse.Namespace) -> int:
         )
     if record is None:
         return _no_such_job(ns.job_id)
-    view = job_view(record)
-    timeline = job_timeline(record, events)
+    detail = job_detail_view(record, events)
+    timeline = detail.pop("timeline")
+    view = detail
     if ns.json:
         _print_json({**view, "timeline": timeline})
         return 0

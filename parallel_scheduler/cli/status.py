@@ -17,8 +17,8 @@ from typing import Any
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.render import print_table
 from parallel_scheduler.cli.schedulers import print_schedulers
-from parallel_scheduler.process.health import Problem, health_problems
-from parallel_scheduler.process.status_report import status_report
+from parallel_scheduler.process.health import Problem
+from parallel_scheduler.views import judged_status
 
 __all__ = ["add_commands", "due_text", "seconds_arg"]
 
@@ -65,10 +65,7 @@ def due_text(at: str | None, in_seconds: float | None) -> str:
 
 def cmd_status(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
-        report = status_report(client)
-        max_lag = client.settings.lag_alert if ns.max_lag is None else ns.max_lag
-        problems = health_problems(report, max_lag=max_lag, settings=client.settings)
-    report["problems"] = [problem.as_dict() for problem in problems]
+        report, problems = judged_status(client, ns.max_lag)
     if ns.json:
         print(json.dumps(report, indent=2))
     elif ns.check:

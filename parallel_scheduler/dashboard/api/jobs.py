@@ -18,8 +18,8 @@ from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import read_filter
 from parallel_scheduler.dashboard.inputs import BadInput, cursor_text, parse_cursor, parse_int
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.timeline import job_timeline, read_outcomes
-from parallel_scheduler.views import cancel_view, job_view, reschedule_view
+from parallel_scheduler.timeline import read_outcomes
+from parallel_scheduler.views import cancel_view, job_detail_view, job_view, reschedule_view
 from storage_adapters import JobRecord, JobState
 
 __all__ = ["PAGE_SIZE", "register"]
@@ -75,7 +75,7 @@ def get_job(job_id: str) -> Response:
     events = call_storage(
         lambda: read_outcomes(client.storage, job_id), give_up_after=client.retry_for
     )
-    return reply({**job_view(record), "timeline": job_timeline(record, events)})
+    return reply(job_detail_view(record, events))
 
 
 def cancel_job(job_id: str) -> Response:

@@ -4,8 +4,10 @@ those who run no dashboard: ``/metrics`` in Prometheus text, until SIGINT or SIG
 What it serves comes from storage, so it outlives every scheduler process it reports on: jobs
 per state, due now, lag, the scheduler instances alive and dead, each live one's last passes,
 the due jobs per queue and the health judgement, plus its own process figures and build info.
-It binds 127.0.0.1 unless ``--host`` says otherwise (the figures name the jobs' tasks' queues
-and the instances' hosts: expose them only where Prometheus needs them).
+``/healthz`` answers ``ok`` while it serves (a liveness probe of the exporter itself; the store's
+health is the ``healthy`` and ``health_problems`` figures). It binds 127.0.0.1 unless ``--host``
+says otherwise (the figures name the jobs' tasks' queues and the instances' hosts: expose them only
+where Prometheus needs them).
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def add_commands(commands: Any) -> None:
     exporter.set_defaults(handler=cmd_exporter)
 
 
+def _serving() -> list[str]:
+    """The exporter's own liveness: it answers, so nothing is wrong with it."""
+    return []
+
+
 def cmd_exporter(ns: argparse.Namespace) -> int:
     stopping = threading.Event()
 
@@ -61,7 +68,9 @@ def cmd_exporter(ns: argparse.Namespace) -> int:
         with open_client(ns, read_only=True) as client:
             registry = storage_registry(client, max_lag=ns.max_lag)
             try:
-                server, thread = serve(metrics_app(registry), ns.host, ns.port)
+                # /healthz: the exporter itself answers (the store's health is in the figures)
+                app = metrics_app(registry, health=lambda: _serving)
+                server, thread = serve(app, ns.host, ns.port)
             except OSError as exc:
                 raise ConfigurationError(f"cannot listen on {ns.host}:{ns.port}: {exc}") from None
             host = f"[{ns.host}]" if ":" in ns.host else ns.host

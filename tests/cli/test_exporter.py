@@ -59,6 +59,10 @@ def test_the_exporter_reports_storage_after_the_scheduler_died(kind: str, tmp_pa
         found = wait_until(lambda: re.search(r"http://\S+/metrics", exporter.log()), WAIT)
         metrics_url = found.group(0)
         assert metrics_url.startswith("http://127.0.0.1:")  # loopback unless told otherwise
+        # its own liveness probe answers apart from the metrics
+        healthz = metrics_url.removesuffix("/metrics") + "/healthz"
+        with urllib.request.urlopen(healthz, timeout=10) as answer:
+            assert (answer.status, answer.read()) == (200, b"ok\n")
 
         # Given a live scheduler: healthy, its passes' ages shown
         def live() -> Samples | None:

@@ -31,12 +31,7 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-MARKER = re.compile(r"^<!-- reference: (?P<kind>[a-z]+)(?: (?P<arg>[\w.]+))? -->[ \t]*$", re.M)
-
-#: Settings whose description the code does not give yet (no paragraph in ``Settings``'s
-#: docstring, no ``#:`` comment above the field). The page shows their type, default and range
-#: only. A setting not listed here must have a description; a listed one that gains one must
-#: leave the list: both fail the build.
+MARKER = re.compile(r"^<!-- reference: (?P<kind>[a-z-]+)(?: (?P<arg>[\w.]+))? -->[ \t]*$", re.M)
 
 
 def _cell(text: str) -> str:
@@ -302,6 +297,7 @@ def _celery_command_markdown() -> str:
 
 
 def metrics_markdown() -> str:
+    """The scheduler process's metrics, from the registry it serves."""
     import storage_adapters
     from parallel_scheduler.process.metrics import MetricsServer
 
@@ -312,6 +308,25 @@ def metrics_markdown() -> str:
             families = list(MetricsServer(store, "127.0.0.1", 0).registry.collect())
         finally:
             store.close()
+    return _metrics_table(families)
+
+
+def storage_metrics_markdown() -> str:
+    """The storage-side metrics the dashboard's ``/metrics`` and the exporter serve, from the
+    registry they serve."""
+    from parallel_scheduler import Client
+    from parallel_scheduler.process.storage_metrics import storage_registry
+
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Client(storage_url=f"sqlite:///{folder}/metrics.db") as client,
+    ):
+        client.setup()
+        families = list(storage_registry(client).collect())
+    return _metrics_table(families)
+
+
+def _metrics_table(families: list[Any]) -> str:
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
     out = ["| Metric | Type | Labels | Description |", "| --- | --- | --- | --- |"]
     details: list[str] = []
@@ -438,6 +453,7 @@ GENERATORS: dict[str, Callable[..., str]] = {
     "settings": settings_markdown,
     "cli": cli_markdown,
     "metrics": metrics_markdown,
+    "storage-metrics": storage_metrics_markdown,
     "errors": errors_markdown,
     "api": api_markdown,
     "contract": contract_markdown,
@@ -446,7 +462,7 @@ GENERATORS: dict[str, Callable[..., str]] = {
 EXPECTED = {
     "reference/settings.md": {"settings"},
     "reference/cli.md": {"cli"},
-    "reference/metrics.md": {"metrics"},
+    "reference/metrics.md": {"metrics", "storage-metrics"},
     "reference/errors.md": {"errors"},
     "reference/api.md": {"api"},
     "reference/storage-contract.md": {"contract"},

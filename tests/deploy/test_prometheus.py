@@ -28,5 +28,7 @@ def test_the_scrape_configuration_loads_both_rule_files() -> None:
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yml", "extra-alerts.yml"]
     assert (DEPLOY.parent / "monitoring" / "alerts.yml").exists()
-    (job,) = config["scrape_configs"]
-    assert all(t.endswith(":9464") for t in job["static_configs"][0]["targets"])
+    schedulers, storage = config["scrape_configs"]
+    assert all(t.endswith(":9464") for t in schedulers["static_configs"][0]["targets"])
+    # the exporter's port, as examples/deploy would start it
+    assert storage["static_configs"][0]["targets"] == ["exporter:9465"]

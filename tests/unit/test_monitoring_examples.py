@@ -13,20 +13,31 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 import storage_adapters
+from parallel_scheduler import Client
 from parallel_scheduler.process.metrics import PrometheusRecorder, StorageCollector
+from parallel_scheduler.process.storage_metrics import storage_registry
 
 MONITORING = Path(__file__).resolve().parents[2] / "examples" / "monitoring"
 METRIC = re.compile(r"\bparallel_scheduler_[a-z_]+")
 
 
 def served_names(tmp_path: Path) -> set[str]:
+    """Every sample name a scheduler process serves, and those the exporter (and the
+    dashboard's /metrics) serve from storage."""
     registry = CollectorRegistry()
     PrometheusRecorder(registry)
     storage = storage_adapters.from_url(f"sqlite:///{tmp_path / 'names.db'}")
     storage.setup()
     try:
         registry.register(StorageCollector(storage))
-        return {sample.name for family in registry.collect() for sample in family.samples}
+        with Client(storage) as client:
+            registries = (registry, storage_registry(client))
+            return {
+                sample.name
+                for served in registries
+                for family in served.collect()
+                for sample in family.samples
+            }
     finally:
         storage.close()
 

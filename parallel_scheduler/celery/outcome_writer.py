@@ -1,6 +1,10 @@
-"""The worker's background writer of execution outcomes: events go into a bounded queue that a
+"""The worker's background writer of execution outcomes: events go into a bounded buffer that a
 daemon thread drains into storage in batches (``OutcomeStore.record_outcomes``), every
 ``FLUSH_EVERY`` seconds or ``BATCH`` events, whichever comes first.
+
+Putting an event is one append to a deque (atomic under the GIL, no lock, no wake-up): the
+thread sleeps until its deadline, or until a batch is full, so a busy worker does not pay for a
+thread switch per event.
 
 A task never waits for it and never fails because of it: ``put`` returns at once, and an event
 that finds the queue full, or a batch storage refused, is dropped and counted, with a warning at
@@ -11,9 +15,9 @@ most once a minute that says how many went. The storage is opened in the thread 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from storage_adapters import OutcomeEvent, OutcomeStore
@@ -50,7 +54,10 @@ class OutcomeWriter:
         self._store: OutcomeStore | None = None
         self._flush_every = flush_every
         self._batch = batch
-        self._queue: queue.Queue[OutcomeEvent | None] = queue.Queue(maxsize=capacity)
+        self._capacity = capacity
+        self._events: deque[OutcomeEvent] = deque()
+        self._wake = threading.Event()  # a batch is full, or closing
+        self._closing = False
         self._guard = threading.Lock()
         #: Events dropped so far (queue full, or storage refused their batch).
         self.dropped = 0
@@ -63,40 +70,39 @@ class OutcomeWriter:
 
     def put(self, event: OutcomeEvent) -> None:
         """Queue one event; never blocks, never raises."""
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
+        events = self._events
+        if len(events) >= self._capacity:
             self._drop(1, "the queue is full")
+            return
+        events.append(event)
+        if len(events) >= self._batch:
+            self._wake.set()
 
     def close(self, timeout: float = 5.0) -> None:
         """Write what is queued (waiting at most ``timeout`` seconds), then stop."""
-        try:
-            self._queue.put(None, timeout=timeout)
-        except queue.Full:
-            return
+        self._closing = True
+        self._wake.set()
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        pending: list[OutcomeEvent] = []
-        deadline: float | None = None
         while True:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                item = self._queue.get(timeout=wait)
-            except queue.Empty:
-                pass
-            else:
-                if item is None:
-                    self._write(pending)
-                    self._close_store()
-                    return
-                pending.append(item)
-                if deadline is None:
-                    deadline = time.monotonic() + self._flush_every
-            due = deadline is not None and time.monotonic() >= deadline
-            if pending and (due or len(pending) >= self._batch):
-                self._write(pending)
-                pending, deadline = [], None
+            self._wake.wait(self._flush_every)
+            self._wake.clear()
+            closing = self._closing
+            while self._events:
+                self._write(self._take(self._batch))
+            if closing:
+                self._close_store()
+                return
+
+    def _take(self, most: int) -> list[OutcomeEvent]:
+        """Up to ``most`` of the oldest events, taken off the buffer (``popleft`` is atomic, so
+        ``put`` may run meanwhile)."""
+        taken: list[OutcomeEvent] = []
+        events = self._events
+        while events and len(taken) < most:
+            taken.append(events.popleft())
+        return taken
 
     def _write(self, events: list[OutcomeEvent]) -> None:
         if not events:

@@ -55,3 +55,33 @@ def test_storage_down_drops_events_with_a_counted_warning(
         writer.close(timeout=5)
     warnings = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert warnings and "execution outcome(s)" in warnings[0]
+
+
+class CountingStore:
+    """Real storage, with the number of ``record_outcomes`` calls (one per batch written)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.writes: list[int] = []
+
+    def record_outcomes(self, batch: list[OutcomeEvent]) -> None:
+        self.writes.append(len(batch))
+        self.storage.record_outcomes(batch)
+
+    def close(self) -> None:
+        self.storage.close()
+
+
+def test_a_burst_is_written_in_batches_not_event_by_event(
+    make_storage: Callable[[], Storage],
+) -> None:
+    # Given a writer flushing every 5 s or 100 events
+    counted = CountingStore(make_storage())
+    writer = OutcomeWriter(lambda: counted, flush_every=5.0, batch=100)  # type: ignore[arg-type]
+    # When 1,000 events are put at once, as a busy worker's signals would
+    for event in events(1000):
+        writer.put(event)
+    # Then they go in batches of at most 100, a handful of writes (not one per event)
+    wait_until(lambda: sum(counted.writes) == 1000, timeout=30)
+    assert max(counted.writes) == 100 and len(counted.writes) <= 20, counted.writes
+    writer.close()

@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any
 
 from parallel_scheduler.cli.opening import open_client
-from parallel_scheduler.cli.status import seconds_arg
+from parallel_scheduler.cli.options import add_max_lag
 from parallel_scheduler.errors import ConfigurationError
 from parallel_scheduler.process.http_endpoint import metrics_app, serve
 from parallel_scheduler.process.storage_metrics import storage_registry
@@ -43,12 +43,7 @@ def add_commands(commands: Any) -> None:
     )
     exporter.add_argument("--port", type=_port, required=True, help="port (0: any free one)")
     exporter.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    exporter.add_argument(
-        "--max-lag",
-        type=seconds_arg,
-        metavar="SECONDS",
-        help="the lag the health figures allow (default: the lag_alert setting)",
-    )
+    add_max_lag(exporter, "the lag the health figures allow (default: the lag_alert setting)")
     exporter.set_defaults(handler=cmd_exporter)
 
 

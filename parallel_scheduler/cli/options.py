@@ -188,3 +188,20 @@ def count_arg(low: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def seconds_arg(raw: str) -> float:
+    """A parser of a number of seconds from 0 to ``ranges.MAX_INTERVAL``; refused by value
+    otherwise (``purge --older-than``, ``--max-lag``)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 <= value <= ranges.MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(f"{raw!r} must be 0 to {ranges.MAX_INTERVAL:.0f} seconds")
+    return value
+
+
+def add_max_lag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--max-lag SECONDS``: the lag a health judgement allows (``status``, ``exporter``)."""
+    parser.add_argument("--max-lag", type=seconds_arg, metavar="SECONDS", help=help_text)

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 from parallel_scheduler.cli.opening import open_client, read
-from parallel_scheduler.cli.options import count_arg
+from parallel_scheduler.cli.options import count_arg, seconds_arg
 from parallel_scheduler.client import Client
 from parallel_scheduler.errors import ConfigurationError
-from parallel_scheduler.ranges import MAX_INTERVAL
 from storage_adapters import JobState
 from storage_adapters.checks.retention import PURGEABLE_STATES, check_purge
 
@@ -33,7 +31,7 @@ def add_commands(commands: Any) -> None:
     )
     purge.add_argument(
         "--older-than",
-        type=_seconds_arg,
+        type=seconds_arg,
         metavar="SECONDS",
         help="delete jobs that finished more than SECONDS ago (default: the retention setting)",
     )
@@ -52,16 +50,6 @@ def add_commands(commands: Any) -> None:
     )
     purge.add_argument("--json", action="store_true", help="print {deleted: {state: n}, ...}")
     purge.set_defaults(handler=cmd_purge)
-
-
-def _seconds_arg(raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
-    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_INTERVAL:
-        raise argparse.ArgumentTypeError(f"{raw!r} must be 0 to {MAX_INTERVAL:.0f} seconds")
-    return seconds
 
 
 def cmd_purge(ns: argparse.Namespace) -> int:

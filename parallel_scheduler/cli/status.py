@@ -11,26 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 from parallel_scheduler.cli.opening import open_client
+from parallel_scheduler.cli.options import add_max_lag
 from parallel_scheduler.cli.render import print_table
 from parallel_scheduler.cli.schedulers import print_schedulers
 from parallel_scheduler.process.health import Problem
 from parallel_scheduler.views import judged_status
 
-__all__ = ["add_commands", "due_text", "seconds_arg"]
-
-
-def seconds_arg(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{raw!r} must be a finite number of seconds, 0 or more")
-    return value
+__all__ = ["add_commands", "due_text"]
 
 
 def add_commands(commands: Any) -> None:
@@ -43,12 +33,7 @@ def add_commands(commands: Any) -> None:
         "(no live scheduler while jobs are due, lag above --max-lag, a dead instance holding "
         "a lock, a recurring job overdue), 2 on error",
     )
-    status.add_argument(
-        "--max-lag",
-        type=seconds_arg,
-        metavar="SECONDS",
-        help="the lag --check allows (default: the lag_alert setting, 60 s unless set)",
-    )
+    add_max_lag(status, "the lag --check allows (default: the lag_alert setting, 60 s unless set)")
     status.set_defaults(handler=cmd_status)
 
 

@@ -10,7 +10,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import storage_adapters
 from devtools.processes import ChildProcess
@@ -18,19 +17,9 @@ from devtools.scheduler_process import SchedulerProcess
 from devtools.waiting import wait_until
 from parallel_scheduler import Client
 from tests.conftest import SLOW_MACHINE_FACTOR, storage_url, unique_prefix
+from tests.metrics_scrape import Samples, scrape
 
 WAIT = 30 * SLOW_MACHINE_FACTOR  # each condition's deadline (the figures are cached for 5 s)
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(url: str) -> Samples:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:

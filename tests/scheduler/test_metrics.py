@@ -8,14 +8,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
 import storage_adapters
 from devtools.waiting import wait_until
@@ -27,24 +25,12 @@ from parallel_scheduler.process.metrics import MetricsServer, StorageCollector
 from parallel_scheduler.process.service import SchedulerService
 from storage_adapters import NewJob, Storage
 from tests.conftest import REDIS_URL, require_server
+from tests.metrics_scrape import Samples, scrape
 
 DUE = 4  # jobs already overdue when the scheduler starts
 FAR = 3  # jobs due in an hour
 OVERDUE = 30.0  # seconds the due jobs are late by when stored
 HOUR = 3600.0
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(url: str) -> Samples:
-    """Every sample of ``/metrics``, keyed by sample name and sorted labels."""
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from storage_adapters.checks.values import epoch_seconds, positive_seconds
+from storage_adapters.checks.values import epoch_seconds, member, positive_seconds
 from storage_adapters.errors import InvalidArgumentError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH, JobQuery, JobState, validate_job_id
 
@@ -42,10 +42,7 @@ def check_job_query(query: JobQuery) -> JobQuery:
         raise InvalidArgumentError(f"query must be a JobQuery, not {type(query).__name__}")
     state = None
     if query.state is not None:
-        try:
-            state = JobState(query.state)
-        except ValueError:
-            raise InvalidArgumentError(f"query.state: unknown job state {query.state!r}") from None
+        state = member(JobState, query.state, "query.state: unknown job state {!r}")
     task = query.task
     if task is not None and (
         not isinstance(task, str) or not 0 < len(task) <= MAX_TASK_NAME_LENGTH

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from storage_adapters.checks.browse import check_page_limit
-from storage_adapters.checks.values import epoch_seconds
+from storage_adapters.checks.values import epoch_seconds, member
 from storage_adapters.errors import InvalidArgumentError, InvalidRecordError
 from storage_adapters.records import (
     MAX_TASK_NAME_LENGTH,
@@ -120,10 +120,7 @@ def check_outcome_query(query: OutcomeQuery) -> OutcomeQuery:
         raise InvalidArgumentError(f"query must be an OutcomeQuery, not {type(query).__name__}")
     state = None
     if query.state is not None:
-        try:
-            state = OutcomeState(query.state)
-        except ValueError:
-            raise InvalidArgumentError(f"query.state: unknown outcome {query.state!r}") from None
+        state = member(OutcomeState, query.state, "query.state: unknown outcome {!r}")
         if not state.is_final:
             finals = ", ".join(s.value for s in FINAL_OUTCOMES)
             raise InvalidArgumentError(

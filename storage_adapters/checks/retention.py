@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from storage_adapters.checks.values import epoch_seconds, positive_count
+from storage_adapters.checks.values import epoch_seconds, member, positive_count
 from storage_adapters.errors import InvalidArgumentError
 from storage_adapters.records import JobState
 
@@ -22,10 +22,7 @@ def check_purge(
     """The checked arguments of ``purge_finished``: distinct terminal states in a fixed order."""
     chosen: list[JobState] = []
     for given in states:
-        try:
-            state = JobState(given)
-        except ValueError:
-            raise InvalidArgumentError(f"unknown job state {given!r}") from None
+        state = member(JobState, given, "unknown job state {!r}")
         if not state.is_terminal:
             finished = ", ".join(s.value for s in PURGEABLE_STATES)
             raise InvalidArgumentError(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from enum import Enum
 from math import isfinite as _isfinite
+from typing import TypeVar
 
 from storage_adapters.errors import InvalidArgumentError, InvalidRecordError
 from storage_adapters.records import (
@@ -38,6 +40,18 @@ __all__ = [
 
 #: ``last_error`` of a job whose claim ran out before it was marked enqueued.
 RECOVERED_REASON = "claim lease expired before the job was marked enqueued"
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def member(kinds: type[E], value: object, refusal: str) -> E:
+    """``value`` as a member of ``kinds`` (a member or its value), or ``InvalidArgumentError``
+    saying ``refusal`` with the value shown (``"unknown job state {!r}"``)."""
+    try:
+        return kinds(value)
+    except ValueError:
+        raise InvalidArgumentError(refusal.format(value)) from None
 
 
 def epoch_seconds(name: str, value: float) -> float:

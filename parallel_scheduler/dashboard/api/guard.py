@@ -14,13 +14,15 @@ Every refusal and every error is JSON: ``{"error": {"code": ..., "message": ...}
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from flask import Response, g, request, session
 from werkzeug.exceptions import MethodNotAllowed
 
 from parallel_scheduler.dashboard.context import dashboard
 from parallel_scheduler.dashboard.security import BasicAuth, authenticate, csrf_ok
+from parallel_scheduler.engine.retrying import call_storage
 
 __all__ = [
     "CSRF_HEADER",
@@ -28,9 +30,13 @@ __all__ = [
     "ApiError",
     "check_request",
     "error_response",
+    "found",
     "is_api_request",
+    "read_storage",
     "reply",
 ]
+
+T = TypeVar("T")
 
 PREFIX = "/api/v1"
 CSRF_HEADER = "X-CSRF-Token"
@@ -111,3 +117,16 @@ def check_request() -> Response | None:
             "csrf",
         )
     return None
+
+
+def read_storage(read: Callable[[], T]) -> T:
+    """``read()`` with the dashboard client's retries while storage is unreachable."""
+    client = dashboard().client
+    return call_storage(read, give_up_after=client.retry_for)
+
+
+def found(record: T | None, what: str) -> T:
+    """``record``, or a 404 naming ``what`` (``"job with id 'x'"``) when there is none."""
+    if record is None:
+        raise ApiError(404, "not_found", f"no {what}")
+    return record

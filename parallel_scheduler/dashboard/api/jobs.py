@@ -12,7 +12,7 @@ from parallel_scheduler.dashboard.api.body import (
     optional_number,
     path_id,
 )
-from parallel_scheduler.dashboard.api.guard import ApiError, reply
+from parallel_scheduler.dashboard.api.guard import ApiError, found, read_storage, reply
 from parallel_scheduler.dashboard.browse import fetch_page
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import read_filter
@@ -28,19 +28,9 @@ PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
 
-def _record(job_id: str) -> JobRecord | None:
-    client = dashboard().client
-    found: JobRecord | None = call_storage(
-        lambda: client.storage.get_job(job_id), give_up_after=client.retry_for
-    )
-    return found
-
-
 def _existing(job_id: str) -> JobRecord:
-    record = _record(job_id)
-    if record is None:
-        raise ApiError(404, "not_found", f"no job with id {job_id!r}")
-    return record
+    storage = dashboard().client.storage
+    return found(read_storage(lambda: storage.get_job(job_id)), f"job with id {job_id!r}")
 
 
 def _conflict(job_id: str, verb: str, allowed: str) -> ApiError:

@@ -17,7 +17,7 @@ from parallel_scheduler.dashboard.api.body import (
     path_id,
     typed,
 )
-from parallel_scheduler.dashboard.api.guard import ApiError, reply
+from parallel_scheduler.dashboard.api.guard import ApiError, found, read_storage, reply
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.inputs import BadInput, parse_int
 from parallel_scheduler.engine.retrying import call_storage
@@ -51,18 +51,12 @@ SAVE_FIELDS = (
 
 
 def _record(recurring_id: str) -> RecurringRecord | None:
-    client = dashboard().client
-    found: RecurringRecord | None = call_storage(
-        lambda: client.storage.get_recurring(recurring_id), give_up_after=client.retry_for
-    )
-    return found
+    storage = dashboard().client.storage
+    return read_storage(lambda: storage.get_recurring(recurring_id))
 
 
 def _existing(recurring_id: str) -> RecurringRecord:
-    record = _record(recurring_id)
-    if record is None:
-        raise ApiError(404, "not_found", f"no recurring job with id {recurring_id!r}")
-    return record
+    return found(_record(recurring_id), f"recurring job with id {recurring_id!r}")
 
 
 def list_recurring() -> Response:

@@ -40,7 +40,10 @@ def _check(payload: str) -> None:
     assert json.loads(facts.options_json) == whole.get("options", {}) == facts.options
 
 
-@settings(max_examples=150, deadline=None)
+# derandomize: the same examples every run. Under load Hypothesis 6.170's own engine once failed
+# an internal assertion while mutating examples here (``assert 519 < 519`` in _starts_and_ends),
+# which no code of ours reaches; a fixed seed keeps CI deterministic and still checks 250 payloads.
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(args=st.lists(_VALUES, max_size=5), kwargs=st.dictionaries(_NAMES, _VALUES))
 def test_spans_of_an_encoded_payload_are_its_parts(args: list[Any], kwargs: dict[str, Any]) -> None:
     # Given a payload as the Client stores it (arbitrary JSON arguments, unicode, big integers)
@@ -49,7 +52,7 @@ def test_spans_of_an_encoded_payload_are_its_parts(args: list[Any], kwargs: dict
     _check(payload)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     args=st.lists(_VALUES, max_size=4),
     kwargs=st.dictionaries(st.text(max_size=8), _VALUES, max_size=3),

@@ -1,9 +1,11 @@
 """The web dashboard: a Flask (WSGI) application over one store, mountable in any web app.
 
 ``create_app`` builds it; ``parallel-scheduler dashboard`` serves it with waitress. Pages are
-rendered on the server (Jinja2, autoescaped) with one small stylesheet: no JavaScript at all, so
-there is no build step and the strict Content-Security-Policy forbids every script. Every URL is
-built with ``url_for``, relative to wherever the app is mounted.
+rendered on the server (Jinja2, autoescaped) with one small stylesheet and one small script of
+our own (``static/live.js``: the viewer's zone, the Overview's live updates; every page works
+without it), so there is no build step and the strict Content-Security-Policy allows scripts
+from the app itself only, never inline. Every URL is built with ``url_for``, relative to
+wherever the app is mounted.
 """
 
 from __future__ import annotations

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import Any
 
 from flask import Flask, Response, abort, g, render_template, request, session
 from werkzeug.exceptions import HTTPException
 
 from parallel_scheduler.client import Client
-from parallel_scheduler.dashboard import api, display
+from parallel_scheduler.dashboard import api, display, schedules
 from parallel_scheduler.dashboard import health as dashboard_health
 from parallel_scheduler.dashboard.context import Dashboard, dashboard, viewer_zone
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
+from parallel_scheduler.dashboard.pages import bulk as pages_bulk
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
 from parallel_scheduler.dashboard.pages import outcomes as pages_outcomes
 from parallel_scheduler.dashboard.pages import overview as pages_overview
 from parallel_scheduler.dashboard.pages import recurring as pages_recurring
+from parallel_scheduler.dashboard.pages import recurring_new as pages_recurring_new
 from parallel_scheduler.dashboard.security import (
     SECURITY_HEADERS,
     BasicAuth,
@@ -131,11 +134,18 @@ def _install_errors(app: Flask) -> None:
 def _context() -> dict[str, Any]:
     board = dashboard()
     zone = viewer_zone()
+    now = time.time()
     return {
+        "when": lambda value: display.when(value, zone, now),
+        "absolute": lambda value: display.absolute(value, zone),
+        "shown_options": lambda options: display.shown_options(options, zone),
+        "describe_schedule": schedules.describe,
+        "next_runs": lambda schedule: schedules.next_runs(schedule, now),
         "read_only": board.read_only,
         "csrf_token": session.get("csrf", ""),
         "zone": zone,
         "zone_name": getattr(zone, "key", "UTC"),
+        "zone_chosen": "tz" in session,
         "zone_options": zone_options,
         "who": g.get("who", ""),
     }
@@ -163,11 +173,16 @@ def build_app(
         SESSION_COOKIE_SAMESITE="Strict",
         SESSION_COOKIE_NAME="parallel_scheduler_dashboard",
         MAX_CONTENT_LENGTH=1024 * 1024,
-        MAX_FORM_PARTS=200,
+        MAX_FORM_PARTS=600,  # a bulk action names up to 500 ticked jobs
     )
     app.jinja_env.autoescape = True  # every template, whatever its file name
     app.jinja_env.filters.update(
-        utc=display.utc, in_zone=display.in_zone, pretty=display.pretty, duration=display.duration
+        utc=display.utc,
+        in_zone=display.in_zone,
+        pretty=display.pretty,
+        duration=display.duration,
+        badge=display.badge,
+        absolute_in=display.absolute,
     )
     app.extensions["parallel_scheduler"] = Dashboard(client, read_only, auth)
     app.before_request(_before)
@@ -176,7 +191,9 @@ def build_app(
     _install_errors(app)
     pages_overview.register(app)
     pages_jobs.register(app)
+    pages_bulk.register(app)
     pages_recurring.register(app)
+    pages_recurring_new.register(app)
     pages_outcomes.register(app)
     api.register(app)
     dashboard_health.register(app, client)  # the red banner on every page, and /metrics

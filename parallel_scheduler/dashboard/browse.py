@@ -10,7 +10,7 @@ read, and its "next" link continues after the last row *read*, so nothing is ski
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -19,11 +19,22 @@ from parallel_scheduler.engine.retrying import call_storage
 from storage_adapters import BrowseStore, JobQuery, JobRecord, JobState
 from storage_adapters.checks.browse import MAX_PAGE
 
-__all__ = ["SCAN_BOUND", "JobFilter", "Page", "count_upto", "fetch_page", "matching"]
+__all__ = [
+    "COUNT_BOUND",
+    "SCAN_BOUND",
+    "JobFilter",
+    "Page",
+    "count_matches",
+    "count_upto",
+    "fetch_page",
+    "matching",
+]
 
 #: Rows read at most for one page when the queue or error filter is on (a page must render in
 #: well under 300 ms whatever the store holds).
 SCAN_BOUND = 2_000
+#: Rows a page counts at most when no index counts them ("more than N" beyond).
+COUNT_BOUND = 1_000
 #: Rows asked of storage at once while scanning.
 _BATCH = 500
 
@@ -36,6 +47,13 @@ class JobFilter:
     has_error: bool = False
     due_from: float | None = None
     due_to: float | None = None
+
+    @property
+    def state_only(self) -> bool:
+        """Whether only the state filters (``count_by_state`` then counts exactly)."""
+        return (
+            not self.scans and self.task is None and self.due_from is None and self.due_to is None
+        )
 
     @property
     def scans(self) -> bool:
@@ -155,3 +173,25 @@ def count_upto(storage: BrowseStore, query: JobQuery, bound: int, retry_for: flo
         if counted >= bound:
             return bound
     return counted
+
+
+def count_matches(
+    storage: BrowseStore,
+    by_state: Callable[[], Mapping[JobState, int]],
+    jobs: JobFilter,
+    retry_for: float,
+    bound: int = COUNT_BOUND,
+) -> tuple[int, bool] | None:
+    """How many jobs ``jobs`` matches and whether that is exact: from ``by_state`` (storage's
+    ``count_by_state``) when only the state filters, else counted no further than ``bound``
+    (``(bound, False)`` means "more than"); ``None`` when rows are filtered here (counting
+    would be a scan)."""
+    if jobs.scans:
+        return None
+    if jobs.state_only:
+        counts: Mapping[JobState, int] = _read(retry_for, by_state)
+        if jobs.state is None:
+            return sum(counts.values()), True
+        return int(counts.get(jobs.state, 0)), True
+    counted = count_upto(storage, jobs.query(), bound + 1, retry_for)
+    return (bound, False) if counted > bound else (counted, True)

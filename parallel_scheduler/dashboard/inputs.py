@@ -5,12 +5,13 @@ query parameter or form field can reach storage unchecked, and none can cause a 
 
 from __future__ import annotations
 
+import json
 import math
 import zoneinfo
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from markupsafe import Markup
 
@@ -28,9 +29,11 @@ __all__ = [
     "parse_instant",
     "parse_int",
     "parse_job_id",
+    "parse_json",
     "parse_seconds",
     "parse_state",
     "parse_text",
+    "parse_trail",
     "parse_zone",
     "zone_names",
     "zone_options",
@@ -194,3 +197,44 @@ def parse_cursor(values: Mapping[str, str]) -> tuple[float, str] | None:
         return due_at, validate_job_id(job_id)
     except InvalidIdentifierError as exc:
         raise BadInput(f"after: the page cursor's job id: {exc}") from None
+
+
+#: Cursors of earlier pages a "Previous page" link remembers at most (each can be 220
+#: characters: the URL stays short); beyond, the oldest are dropped and "First page" remains.
+TRAIL_DEPTH = 20
+
+
+def parse_trail(trail: list[str]) -> list[str]:
+    """The ``back`` parameters: the ``after`` cursor of each earlier page, oldest first (an empty
+    one for the first page), each checked as a cursor."""
+    if len(trail) > TRAIL_DEPTH:
+        raise BadInput(f"back: at most {TRAIL_DEPTH} earlier pages are remembered")
+    for text in trail:
+        if text:
+            parse_cursor({"after": text})
+    return trail
+
+
+#: The longest JSON text a form field may hold (a recurring job's args or kwargs).
+MAX_JSON = 20_000
+
+
+def parse_json(
+    values: Mapping[str, str], field: str, kind: type[list[Any]] | type[dict[str, Any]]
+) -> Any:
+    """A JSON array (``kind=list``) or object (``dict``) typed into a text area; empty: empty."""
+    raw = values.get(field)
+    if raw is None or not raw.strip():
+        return kind()
+    if len(raw) > MAX_JSON:
+        raise BadInput(f"{field} is {len(raw)} characters; the limit is {MAX_JSON}")
+    if any(not (c.isprintable() or c in "\n\r\t") for c in raw):
+        raise BadInput(f"{field} contains a control character")
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise BadInput(f"{field} is not JSON: {exc}") from None
+    if not isinstance(value, kind):
+        what = 'array, e.g. [1, "a"]' if kind is list else 'object, e.g. {"k": 1}'
+        raise BadInput(f"{field} must be a JSON {what}")
+    return value

@@ -113,8 +113,9 @@ def browser() -> Iterator[Any]:
 
 
 class Dialogs:
-    """Every JavaScript dialog a page opened, dismissed. The dashboard has no script at all, so
-    any dialog fails the test: above all the ``alert(1)`` of an unescaped ``<script>`` argument.
+    """Every JavaScript dialog a page opened, dismissed. The dashboard's one script never opens
+    one, so any dialog fails the test: above all the ``alert(1)`` of an unescaped ``<script>``
+    argument.
     """
 
     def __init__(self) -> None:
@@ -132,8 +133,9 @@ def dialogs() -> Dialogs:
 
 @pytest.fixture
 def page(browser: Any, dialogs: Dialogs) -> Iterator[Any]:
-    """A fresh browser context (no cookies) at 1280x800; fails the test if any dialog opened."""
-    context = browser.new_context(viewport=VIEWPORT)
+    """A fresh browser context (no cookies) at 1280x800 in UTC (the zone the dashboard then
+    shows by default); fails the test if any dialog opened."""
+    context = browser.new_context(viewport=VIEWPORT, timezone_id="UTC")
     context.set_default_timeout(STEP_TIMEOUT_MS)
     opened = context.new_page()
     opened.on("dialog", dialogs.handle)

@@ -1,4 +1,5 @@
-"""The README's two screenshots: the overview and the jobs list at 1280x800 over the data set.
+"""The docs' screenshots: the overview and the jobs list (the README's two), a job and the
+recurring jobs (docs/how-to/dashboard.md), at 1280x800 over the data set.
 
 Every run takes them into the test's tmp dir and checks they are 1280x800 PNGs of the pages.
 Only with ``PARALLEL_SCHEDULER_WRITE_SCREENSHOTS=1`` are they also written to docs/screenshots/
@@ -41,6 +42,8 @@ def test_readme_screenshots(page: Any, dashboard: str, data: DataSet, tmp_path: 
     for name, path, ready in (
         ("overview", "/", "#instances"),
         ("jobs", "/jobs?state=any&tz=Europe/Paris", "#jobs-table tr.job-row"),
+        ("job", f"/jobs/detail?id={data.errored[0]}", "#job-timeline"),
+        ("recurring", "/recurring", "#recurring-table tr.recurring-row"),
     ):
         page.goto(dashboard + path)
         assert page.locator(ready).count() >= 1

@@ -9,10 +9,11 @@ from typing import Any
 from flask import Flask, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from parallel_scheduler.dashboard.browse import SCAN_BOUND, fetch_page, matching
+from parallel_scheduler.dashboard.browse import SCAN_BOUND, count_matches, fetch_page, matching
 from parallel_scheduler.dashboard.context import audit, dashboard, viewer_zone
 from parallel_scheduler.dashboard.forms import filter_args, read_filter, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
+    TRAIL_DEPTH,
     BadInput,
     cursor_text,
     parse_cursor,
@@ -21,6 +22,7 @@ from parallel_scheduler.dashboard.inputs import (
     parse_job_id,
     parse_seconds,
     parse_text,
+    parse_trail,
     parse_zone,
 )
 from parallel_scheduler.engine.retrying import call_storage
@@ -35,6 +37,8 @@ BULK_LIMIT = 10_000
 #: Jobs the preview counts at most: a page must stay fast; the cancel itself reads the set again.
 PREVIEW_LIMIT = 1_000
 PAGE_SIZE = 50
+#: The page sizes offered (any from 1 to 500 may be asked with ``limit``).
+PAGE_SIZES = (25, 50, 100, 200)
 
 
 def jobs() -> Any:
@@ -45,13 +49,11 @@ def jobs() -> Any:
     wanted = read_filter(request.args)
     limit = parse_int(request.args, "limit", PAGE_SIZE, 1, 500)
     after = parse_cursor(request.args)
+    trail = parse_trail(request.args.getlist("back"))
     page = fetch_page(board.client.storage, wanted, after, limit, board.client.retry_for)
     args: dict[str, Any] = dict(filter_args(request.args))
     if limit != PAGE_SIZE:
         args["limit"] = str(limit)
-    next_url = None
-    if page.next_after is not None:
-        next_url = url_for("jobs", **args, after=cursor_text(*page.next_after))
     return render_template(
         "jobs.html",
         rows=[Job.from_record(record) for record in page.rows],
@@ -60,11 +62,42 @@ def jobs() -> Any:
         args=args,
         values=request.args,
         states=[s.value for s in JobState],
-        next_url=next_url,
-        first_url=url_for("jobs", **args) if after is not None else None,
+        **_pager(args, after, trail, page.next_after),
+        limit=limit,
+        page_sizes=PAGE_SIZES,
+        size_urls={n: url_for("jobs", **{**args, "limit": str(n)}) for n in PAGE_SIZES},
+        matches=count_matches(
+            board.client.storage,
+            board.client.storage.count_by_state,
+            wanted,
+            board.client.retry_for,
+        ),
         scan_bound=SCAN_BOUND,
         bulk_limit=BULK_LIMIT,
     )
+
+
+def _pager(
+    args: dict[str, Any],
+    after: tuple[float, str] | None,
+    trail: list[str],
+    next_after: tuple[float, str] | None,
+) -> dict[str, str | None]:
+    """The first, previous and next page links: storage pages forwards only (keyset on
+    ``(due_at, id)``), so each link carries the cursors of the pages before it (``back``)."""
+    here = "" if after is None else cursor_text(*after)
+    urls: dict[str, str | None] = {"first_url": None, "prev_url": None, "next_url": None}
+    if after is not None:
+        urls["first_url"] = url_for("jobs", **args)
+        previous = trail[-1] if trail else ""
+        if previous:
+            urls["prev_url"] = url_for("jobs", **args, after=previous, back=trail[:-1])
+        else:
+            urls["prev_url"] = urls["first_url"]
+    if next_after is not None:
+        back = [*trail, here][-TRAIL_DEPTH:]
+        urls["next_url"] = url_for("jobs", **args, after=cursor_text(*next_after), back=back)
+    return urls
 
 
 def job() -> Any:

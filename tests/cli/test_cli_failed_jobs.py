@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import storage_adapters
 from parallel_scheduler.cli import main
 from storage_adapters import JobState, NewJob, Storage
-from tests.conftest import storage_url, unique_prefix
+from tests.conftest import set_up_storage, storage_url
 
 TOO_DEEP = '{"args":[' + "[" * 100_000 + "]" * 100_000 + '],"kwargs":{},"options":{}}'
 REASON = "cannot be sent: its stored arguments do not decode (RecursionError)"
@@ -23,9 +22,7 @@ REASON = "cannot be sent: its stored arguments do not decode (RecursionError)"
 def store(adapter_kind: str, tmp_path: Path) -> Iterator[tuple[list[str], Storage]]:
     """A store holding one failed poison job and one scheduled job; the CLI arguments to it."""
     url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage: Storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
+    prefix, storage = set_up_storage(url)
     now = storage.now()
     storage.add_jobs(
         [

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import storage_adapters
 from parallel_scheduler.cli import main
 from storage_adapters import NewJob, OutcomeEvent, OutcomeState, Storage
-from tests.conftest import storage_url, unique_prefix
+from tests.conftest import set_up_storage, storage_url
 
 S = OutcomeState
 
@@ -22,9 +21,7 @@ S = OutcomeState
 def store(adapter_kind: str, tmp_path: Path) -> Iterator[tuple[list[str], Storage]]:
     """A store holding one released job whose run failed on a worker; the CLI arguments to it."""
     url = storage_url(adapter_kind, tmp_path)
-    prefix = unique_prefix()
-    storage: Storage = storage_adapters.from_url(url, prefix=prefix)
-    storage.setup()
+    prefix, storage = set_up_storage(url)
     now = storage.now()
     storage.add_jobs([NewJob("sent-1", "t.x", '{"args":[],"kwargs":{},"options":{}}', now - 1)])
     lock = storage.acquire_lock("cli-test", "tester", 30)

@@ -5,14 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from storage_adapters.records import (
-    Firing,
-    LockLease,
-    ManualFiring,
-    NewRecurring,
-    RecurringRecord,
-    SaveMode,
-)
+from storage_adapters import records
 
 __all__ = ["RecurringStore"]
 
@@ -21,7 +14,7 @@ __all__ = ["RecurringStore"]
 class RecurringStore(Protocol):
     """Recurring jobs: their definitions, and firing them with a compare-and-set on version."""
 
-    def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
+    def save_recurring(self, recurring: records.NewRecurring, mode: records.SaveMode) -> bool:
         """Create or replace a recurring job; returns ``True`` if it was created.
 
         ``create`` raises ``RecordExistsError`` if the id exists, ``update`` raises
@@ -30,10 +23,10 @@ class RecurringStore(Protocol):
         and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
         """
 
-    def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
+    def get_recurring(self, recurring_id: str) -> records.RecurringRecord | None:
         """One recurring job by id."""
 
-    def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
+    def list_recurring(self, limit: int, offset: int = 0) -> list[records.RecurringRecord]:
         """Recurring jobs ordered by id, paged by offset."""
 
     def remove_recurring(self, recurring_id: str) -> bool:
@@ -47,7 +40,7 @@ class RecurringStore(Protocol):
         Bumps the version; ``False`` if missing.
         """
 
-    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+    def fetch_due_recurring(self, limit: int) -> list[records.RecurringRecord]:
         """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first.
 
         Read-only, served by an index on next_run_at.
@@ -58,7 +51,7 @@ class RecurringStore(Protocol):
         has a next run), in one round trip: when an idle recurring loop next has work."""
 
     def fire_recurring(
-        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
+        self, recurring_id: str, version: int, lock: records.LockLease, firing: records.Firing
     ) -> list[bool] | None:
         """Fire one recurring job: atomically add ``firing.jobs`` (idempotent on job id, as in
         ``add_jobs``) and set next_run_at, last_run_at and history, bumping the version.
@@ -71,7 +64,7 @@ class RecurringStore(Protocol):
         """
 
     def trigger_recurring(
-        self, recurring_id: str, version: int, firing: ManualFiring
+        self, recurring_id: str, version: int, firing: records.ManualFiring
     ) -> bool | None:
         """Record a manual trigger: atomically add ``firing.job`` (idempotent on id) and set
         last_run_at and history, bumping the version; next_run_at and enabled stay as they are.

@@ -20,22 +20,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from storage_adapters.checks.outcomes import (
-    FINAL_OUTCOMES,
-    check_outcome_events,
-    check_outcome_ids,
-    check_outcome_query,
-    check_page_limit,
-    outcome_order,
-    stored_outcome,
-)
+from storage_adapters.checks import outcomes as checks
 from storage_adapters.records import OutcomeEvent, OutcomeQuery, OutcomeState
 from storage_adapters.sql.plumbing import SQLPlumbing
 from storage_adapters.sql.tables import Tables
 
 __all__ = ["SQLOutcomeStore", "forget_outcomes"]
 
-_FINAL_VALUES = tuple(state.value for state in FINAL_OUTCOMES)
+_FINAL_VALUES = tuple(state.value for state in checks.FINAL_OUTCOMES)
 
 
 def _finals() -> sa.ColumnElement[bool]:
@@ -45,7 +37,7 @@ def _finals() -> sa.ColumnElement[bool]:
 
 
 def _row(row: Any) -> OutcomeEvent:
-    return stored_outcome(
+    return checks.stored_outcome(
         row.job_id, row.task, row.state, row.at, row.worker, row.runtime, row.error, row.retry_id
     )
 
@@ -94,7 +86,7 @@ class SQLOutcomeStore(SQLPlumbing):
         return insert, upsert
 
     def record_outcomes(self, events: Sequence[OutcomeEvent]) -> int:
-        checked = check_outcome_events(events)
+        checked = checks.check_outcome_events(events)
         if not checked:
             return 0
         unique = {(e.job_id, e.at, e.state): e for e in checked}
@@ -126,14 +118,14 @@ class SQLOutcomeStore(SQLPlumbing):
         return len(added)
 
     def outcome_history(self, job_id: str) -> list[OutcomeEvent]:
-        (checked,) = check_outcome_ids([job_id])
+        (checked,) = checks.check_outcome_ids([job_id])
         outcomes = self._tables.outcomes
         statement = sa.select(outcomes).where(outcomes.c.job_id == sa.bindparam("job_id"))
         rows = self._rows(statement.order_by(outcomes.c.at), {"job_id": checked})
-        return sorted((_row(row) for row in rows), key=outcome_order)
+        return sorted((_row(row) for row in rows), key=checks.outcome_order)
 
     def latest_outcomes(self, job_ids: Sequence[str]) -> dict[str, OutcomeEvent]:
-        ids = check_outcome_ids(job_ids)
+        ids = checks.check_outcome_ids(job_ids)
         if not ids:
             return {}
         outcomes = self._tables.outcomes
@@ -142,14 +134,14 @@ class SQLOutcomeStore(SQLPlumbing):
         for row in self._rows(statement, {"ids": self._dialect.bind_ids(ids)}):
             event = _row(row)
             known = latest.get(event.job_id)
-            if known is None or outcome_order(event) > outcome_order(known):
+            if known is None or checks.outcome_order(event) > checks.outcome_order(known):
                 latest[event.job_id] = event
         return {job_id: latest[job_id] for job_id in ids if job_id in latest}
 
     def outcomes_page(self, query: OutcomeQuery, limit: int) -> list[OutcomeEvent]:
-        checked = check_outcome_query(query)
+        checked = checks.check_outcome_query(query)
         outcomes = self._tables.outcomes
-        params: dict[str, Any] = {"limit": check_page_limit(limit)}
+        params: dict[str, Any] = {"limit": checks.check_page_limit(limit)}
         if checked.state is not None:
             conditions = [outcomes.c.state == sa.literal_column(f"'{checked.state.value}'")]
         else:
@@ -176,6 +168,6 @@ class SQLOutcomeStore(SQLPlumbing):
         found: dict[str, dict[OutcomeState, int]] = {}
         statement = sa.select(counts.c.task, counts.c.state, counts.c.count.label("n"))
         for row in self._rows(statement.where(counts.c.count > 0), {}):
-            per_task = found.setdefault(row.task, dict.fromkeys(FINAL_OUTCOMES, 0))
+            per_task = found.setdefault(row.task, dict.fromkeys(checks.FINAL_OUTCOMES, 0))
             per_task[OutcomeState(row.state)] = int(row.n)
         return dict(sorted(found.items()))

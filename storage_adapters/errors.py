@@ -6,6 +6,8 @@ without the leaf importing the core; ``parallel_scheduler`` re-exports it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "InvalidArgumentError",
     "InvalidIdentifierError",
@@ -17,6 +19,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "one_line",
+    "refused_save",
 ]
 
 
@@ -86,3 +89,17 @@ class RecordExistsError(StorageError, KeyError):
 
     It is a ``KeyError`` too, so a caller that already catches ``KeyError`` keeps working.
     """
+
+
+def refused_save(mode: str, ids: Sequence[str]) -> RecordExistsError | RecordNotFoundError:
+    """The error of a recurring save its mode refused (``create``: ``ids`` exist; ``update``:
+    they do not), naming the first few."""
+    shown = ", ".join(repr(rid) for rid in ids[:5]) + (
+        f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+    )
+    noun = "recurring job" if len(ids) == 1 else "recurring jobs"
+    if mode == "create":
+        verb = "already exists" if len(ids) == 1 else "already exist"
+        return RecordExistsError(f"{noun} {shown} {verb}")
+    verb = "does not exist" if len(ids) == 1 else "do not exist"
+    return RecordNotFoundError(f"{noun} {shown} {verb}")

@@ -170,6 +170,16 @@ class Firing:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedFiring:
+    """One recurring job's firing in a batch (``fire_recurring_many``): the job, the version
+    its firing was planned from (the compare-and-set), and what the firing writes."""
+
+    recurring_id: str
+    version: int
+    firing: Firing
+
+
+@dataclass(frozen=True, slots=True)
 class ManualFiring:
     """What a manual trigger of a recurring job writes, atomically with its one firing job: its
     last run and history, never its next run (the schedule's ticks are not moved)."""

@@ -31,11 +31,17 @@ from storage_adapters.checks.outcomes import (
     check_outcome_events,
     check_outcome_ids,
 )
-from storage_adapters.checks.values import check_new_jobs, non_negative_offset, positive_count
-from storage_adapters.errors import InvalidArgumentError
+from storage_adapters.checks.values import (
+    check_new_jobs,
+    check_new_recurrings,
+    check_planned_firings,
+    check_save_mode,
+    non_negative_offset,
+    positive_count,
+)
+from storage_adapters.errors import InvalidArgumentError, refused_save
 from storage_adapters.paging import job_order
 from storage_adapters.records import (
-    Firing,
     InstanceRecord,
     JobQuery,
     JobRecord,
@@ -47,6 +53,7 @@ from storage_adapters.records import (
     OutcomeEvent,
     OutcomeQuery,
     OutcomeState,
+    PlannedFiring,
     RecurringRecord,
     SaveMode,
 )
@@ -121,6 +128,28 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
         return self._shard_for(recurring.id).save_recurring(recurring, mode)
 
+    def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
+        """Each shard's part in one step of that shard. ``create`` and ``update`` first look up
+        every id (one read each), so a refusal is raised before any shard writes; ``upsert``,
+        which no id refuses, goes straight to the shards."""
+        check_save_mode(mode)
+        check_new_recurrings(recurrings)  # every one checked before any shard writes
+        if mode != "upsert":
+            refused = [
+                r.id
+                for r in recurrings
+                if (self.get_recurring(r.id) is not None) == (mode == "create")
+            ]
+            if refused:
+                raise refused_save(mode, refused)
+        created = [False] * len(recurrings)
+        for shard, positions in sorted(self._by_shard(r.id for r in recurrings).items()):
+            part = [recurrings[p] for p in positions]
+            results = self.shards[shard].save_recurring_many(part, mode)
+            for position, result in zip(positions, results, strict=True):
+                created[position] = result
+        return created
+
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
         return self._shard_for(recurring_id).get_recurring(recurring_id)
 
@@ -149,20 +178,31 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
         times = [t for shard in self.shards if (t := shard.next_recurring_at()) is not None]
         return min(times, default=None)
 
-    def fire_recurring(
-        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
-    ) -> list[bool] | None:
-        shard = shard_of(recurring_id, len(self.shards))
-        strays = [job.id for job in firing.jobs if shard_of(job.id, len(self.shards)) != shard]
-        if strays:
-            raise InvalidArgumentError(
-                f"firing job id(s) {strays[:3]!r} do not fall in recurring job {recurring_id!r}'s "
-                "shard: a firing's id must be '<recurring id>@<UTC time>Z' (see firing_ids.py)"
-            )
-        held = self._lease_on(lock, shard)
-        if held is None:
-            return None
-        return self.shards[shard].fire_recurring(recurring_id, version, held, firing)
+    def fire_recurring_many(
+        self, lock: LockLease, planned: Sequence[PlannedFiring]
+    ) -> list[list[bool] | None]:
+        """Each shard's part in one step of that shard, under that shard's lease (a recurring
+        scheduler of one shard fires only that shard's recurring jobs, so there is one part)."""
+        check_planned_firings(planned)
+        count = len(self.shards)
+        for item in planned:
+            shard = shard_of(item.recurring_id, count)
+            strays = [job.id for job in item.firing.jobs if shard_of(job.id, count) != shard]
+            if strays:
+                raise InvalidArgumentError(
+                    f"firing job id(s) {strays[:3]!r} do not fall in recurring job "
+                    f"{item.recurring_id!r}'s shard: a firing's id must be "
+                    "'<recurring id>@<UTC time>Z' (see firing_ids.py)"
+                )
+        results: list[list[bool] | None] = [None] * len(planned)
+        for shard, positions in sorted(self._by_shard(p.recurring_id for p in planned).items()):
+            held = self._lease_on(lock, shard)
+            if held is None:
+                continue
+            part = self.shards[shard].fire_recurring_many(held, [planned[p] for p in positions])
+            for position, result in zip(positions, part, strict=True):
+                results[position] = result
+        return results
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring

@@ -30,7 +30,12 @@ from parallel_scheduler.celery.publish.broker_urls import (
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
 from parallel_scheduler.celery.signals import job_released
 from parallel_scheduler.clock import StorageClock
-from parallel_scheduler.delayed.envelopes import EnvelopeMaker, envelope_maker_for, stores_envelopes
+from parallel_scheduler.delayed.envelopes import (
+    EnvelopeMaker,
+    envelope_maker_for,
+    stores_envelopes,
+    wants_envelopes,
+)
 from parallel_scheduler.dispatchers import Dispatcher
 from parallel_scheduler.log_format import event
 from parallel_scheduler.opening_storage import open_storage
@@ -74,8 +79,7 @@ def envelopes_for(app: Any, settings: Settings, storage: Storage) -> EnvelopeMak
     """Who builds a stored call's broker message as it is accepted, or ``None``: only with
     ``fast_publish`` and ``accept_time_messages``, only for storage where that pays off
     (``stores_envelopes``), and only from a publisher that can build one (the Redis-list one)."""
-    wanted = settings.fast_publish and settings.accept_time_messages
-    if not wanted or not stores_envelopes(storage):
+    if not wants_envelopes(settings) or not stores_envelopes(storage):
         return None  # asked first: a publisher is not built (nor connected) for nothing
     return envelope_maker_for(storage, dispatcher_for(app, settings))
 

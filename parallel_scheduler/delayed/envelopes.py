@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from parallel_scheduler.jobs import decode_payload
+from parallel_scheduler.settings import Settings
 from storage_adapters import (
     ClaimedJob,
     ListReleasingStorage,
@@ -52,6 +53,7 @@ __all__ = [
     "release_facts",
     "script_release_for",
     "stores_envelopes",
+    "wants_envelopes",
     "with_envelopes",
 ]
 
@@ -244,6 +246,12 @@ def stores_envelopes(storage: Storage) -> bool:
     return _releases_by_script(storage) or all(
         isinstance(shard, TransactionalReleaseStorage) for shard in shards_of(storage)
     )
+
+
+def wants_envelopes(settings: Settings) -> bool:
+    """Whether the settings ask for accept-time messages (``fast_publish`` and
+    ``accept_time_messages``): for accepted jobs and recurring firings alike."""
+    return settings.fast_publish and settings.accept_time_messages
 
 
 def envelope_maker_for(storage: Storage, dispatcher: object) -> EnvelopeMaker | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from parallel_scheduler.delayed.envelopes import envelope_maker_for, wants_envelopes
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.delayed.sending import ReleaseListener
 from parallel_scheduler.dispatchers import Dispatcher
@@ -20,7 +21,7 @@ from parallel_scheduler.process.metrics import MetricsServer
 from parallel_scheduler.process.shard_assignment import ShardAssignment
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from parallel_scheduler.settings import Settings
-from storage_adapters import Storage
+from storage_adapters import NewJob, Storage
 from storage_adapters.shard_guard import shards_of
 
 __all__ = ["ServiceParts", "assemble"]
@@ -66,6 +67,17 @@ def _settings_for(storage: Storage, settings: Settings) -> Settings:
     return replace(settings, shards=len(stores))
 
 
+def _firing_envelope(
+    storage: Storage, dispatcher: Dispatcher, settings: Settings
+) -> Callable[[NewJob], str | None] | None:
+    """Who builds a firing job's broker message as it is fired, as for an accepted job (the
+    settings ``fast_publish`` and ``accept_time_messages``, and ``envelope_maker_for``)."""
+    if not wants_envelopes(settings):
+        return None
+    maker = envelope_maker_for(storage, dispatcher)
+    return None if maker is None else maker.envelope
+
+
 def assemble(
     storage: Storage,
     dispatcher: Dispatcher,
@@ -95,7 +107,12 @@ def assemble(
         storage, dispatcher, settings, owner=owner, listeners=listeners, pool=delayed_pool
     )
     recurring = RecurringJobScheduler(
-        storage, settings, owner=owner, on_fired=delayed.wake, pool=recurring_pool
+        storage,
+        settings,
+        owner=owner,
+        on_fired=delayed.wake,
+        pool=recurring_pool,
+        envelope=_firing_envelope(storage, dispatcher, settings),
     )
     settings = delayed.settings
     assignment: ShardAssignment | None = None
@@ -125,6 +142,7 @@ def assemble(
                 shard=shard,
                 serving=_serving(assignment, shard),
                 pool=recurring_pool,
+                envelope=_firing_envelope(store, dispatcher, settings),
             )
             for shard, store in enumerate(stores)
         ]

@@ -2,18 +2,20 @@
 
 One pass: take ONE distributed lock (its own, so delayed and recurring passes never wait on each
 other) -> fetch a BATCH of the recurring jobs with the lowest next-run at or below the storage
-clock -> in a BOUNDED THREAD POOL, for each: plan its firings (cron, time zone, misfire policy)
-and fire them with one compare-and-set on the job's version, which adds the firing jobs and
-advances its next run atomically. A firing is an ordinary delayed job with a deterministic id
-(``recurring_jobs.firing_id``), so a repeated attempt at one tick is a no-op in storage: every
-tick fires exactly once, even across crashes and racing schedulers. The delayed scheduler then
-releases the firings to the broker.
+clock -> in a BOUNDED THREAD POOL, a chunk per thread (``firing.FIRE_CHUNK``): plan each one's
+firings (cron, time zone, misfire policy) and fire the chunk in one storage step, which per
+recurring job adds its firing jobs and advances its next run with a compare-and-set on its
+version. A pass that fetched a full batch fetches the next at once. A firing is an ordinary
+delayed job with a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a
+no-op in storage: every tick fires exactly once, even across crashes and racing schedulers. The
+delayed scheduler then releases the firings to the broker, woken after each batch.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
@@ -21,7 +23,7 @@ from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import RecurringPassStats
 from parallel_scheduler.log_format import pass_event
-from parallel_scheduler.recurring.firing import fire
+from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, fire_chunk
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
 
@@ -44,14 +46,18 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         shard: int | None = None,
         serving: Callable[[], bool] | None = None,
         pool: BoundedPool | None = None,
+        envelope: Envelope | None = None,
     ) -> None:
         """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler:
         with shards, the one of the same shard, where a recurring job's firings live).
-        ``shard``, ``serving``, ``pool``: for one shard of a sharded store (``LockedScheduler``)."""
+        ``shard``, ``serving``, ``pool``: for one shard of a sharded store (``LockedScheduler``).
+        ``envelope``: builds each firing job's broker message as it is created (the delayed
+        path's accept-time messages), so its release builds nothing."""
         super().__init__(
             storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
         )
         self._on_fired = on_fired
+        self._envelope = envelope
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
@@ -61,19 +67,22 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
 
     def _pass(self, held: HeldLock, stats: RecurringPassStats) -> None:
         batch_size = self.settings.batch_size
+        fire = partial(
+            fire_chunk, self.storage, held, self._clock.now, self.metrics, self._envelope
+        )
         while self._keep_going(held):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))
             stats.batches += 1
             stats.fetched += len(records)
-            for result in self._pool.map(
-                lambda record: fire(self.storage, record, held, self._clock.now, self.metrics),
-                records,
-            ):
-                stats.add(result)
+            chunks = [records[i : i + FIRE_CHUNK] for i in range(0, len(records), FIRE_CHUNK)]
+            created_before = stats.created
+            for results in self._pool.map(fire, chunks):
+                for result in results:
+                    stats.add(result)
+            if stats.created > created_before and self._on_fired is not None:
+                self._on_fired()  # the delayed scheduler releases this batch while the next fires
             if len(records) < batch_size:
                 break
-        if stats.created and self._on_fired is not None:
-            self._on_fired()
         if stats.fetched:
             logger.info(
                 "recurring pass: %d recurring job(s) fired, %d firing(s) created, "

@@ -79,6 +79,9 @@ def zone_names() -> frozenset[str]:
 
 
 _HOUR = 3600
+#: Distinct schedules (and schedule, instant pairs) kept worked out: 100,000 recurring jobs of
+#: 15,000 crons and zones saved or fired together still hit the caches (a few MB).
+SCHEDULE_CACHE = 65_536
 
 
 @dataclass(frozen=True)
@@ -194,11 +197,16 @@ class Schedule:
 
     def to_json(self) -> str:
         """The schedule as stored: a compact JSON object of its fields (``from_json`` reads it)."""
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return _schedule_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:
-        """The stored schedule, validated again: ``InvalidJobError`` if it is unusable."""
+        """The stored schedule, validated again: ``InvalidJobError`` if it is unusable. A
+        schedule is immutable, so one text is read once (``_stored_schedule``)."""
+        return _stored_schedule(text)
+
+    @classmethod
+    def _read(cls, text: str) -> Schedule:
         try:
             fields = json.loads(text)
             if not isinstance(fields, dict):
@@ -206,6 +214,16 @@ class Schedule:
             return cls(**fields)
         except (ValueError, TypeError) as exc:
             raise InvalidJobError(f"stored schedule {text!r} is unusable: {exc}") from None
+
+
+@lru_cache(maxsize=SCHEDULE_CACHE)
+def _schedule_json(schedule: Schedule) -> str:
+    return json.dumps(asdict(schedule), separators=(",", ":"))
+
+
+@lru_cache(maxsize=SCHEDULE_CACHE)
+def _stored_schedule(text: str) -> Schedule:
+    return Schedule._read(text)
 
 
 def _iso(epoch: float) -> str:
@@ -231,13 +249,13 @@ def _instant(wall: datetime, zone: ZoneInfo) -> float:
     return float(high)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=4096)
 def _parsed(cron: str) -> croniter:
     """A parsed expression to copy: parsing costs three times what copying does."""
     return croniter(cron, datetime(2000, 1, 1), second_at_beginning=True)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=4096)
 def _ever_fires(cron: str) -> bool:
     """False for an expression no date matches (30 February). croniter searches years ahead,
     so 29 February (every fourth year) is found."""
@@ -316,8 +334,10 @@ def _interval_tick(schedule: Schedule, moment: float, *, after: bool) -> float:
     return tick
 
 
+@lru_cache(maxsize=SCHEDULE_CACHE)
 def next_tick(schedule: Schedule, after: float) -> float | None:
-    """The first tick strictly after ``after`` within the start/end dates, or ``None``."""
+    """The first tick strictly after ``after`` within the start/end dates, or ``None``. Cached:
+    a bulk save asks it for thousands of recurring jobs of a few schedules at one instant."""
     zone = schedule.zone()
     if schedule.start_at is not None and after < schedule.start_at:
         after = math.nextafter(schedule.start_at, -math.inf)
@@ -362,12 +382,23 @@ class FiringPlan:
     missed: int
 
 
+@lru_cache(maxsize=SCHEDULE_CACHE)
+def _tick_and_next(schedule: Schedule, due: float) -> tuple[bool, float | None]:
+    """Whether ``due`` is a tick of ``schedule``, and the tick after it: worked out once for
+    every recurring job of one schedule due at one instant (10,000 on one cron at one tick
+    cost one walk, not 10,000)."""
+    return next_tick(schedule, math.nextafter(due, -math.inf)) == due, next_tick(schedule, due)
+
+
 def plan_firing(schedule: Schedule, due: float, now: float) -> FiringPlan:
     """What to fire for a recurring job whose next run ``due`` has come, at storage time ``now``.
 
     Ticks within the grace always fire. Of the missed ones, ``skip`` fires none, ``run_once``
     the latest, ``run_all`` the ``misfire_cap`` latest. All missed ticks are counted.
     """
+    is_tick, following = _tick_and_next(schedule, due)
+    if is_tick and 0 <= now - due <= schedule.misfire_grace and (following or math.inf) > now:
+        return FiringPlan([due], following, 0)  # the usual case: one tick, on time
     keep = {"skip": 0, "run_once": 1, "run_all": schedule.misfire_cap}[schedule.misfire_policy]
     until = now if schedule.end_at is None else min(now, schedule.end_at)
     on_time: list[float] = []

@@ -16,6 +16,7 @@ from storage_adapters.records import (
     ManualFiring,
     NewJob,
     NewRecurring,
+    PlannedFiring,
     validate_job_id,
 )
 
@@ -27,6 +28,8 @@ __all__ = [
     "check_manual_firing",
     "check_new_jobs",
     "check_new_recurring",
+    "check_new_recurrings",
+    "check_planned_firings",
     "check_save_mode",
     "epoch_seconds",
     "error_text",
@@ -172,13 +175,49 @@ def check_new_recurring(recurring: NewRecurring) -> None:
 
 
 def check_firing(version: int, firing: Firing) -> None:
+    _check_firing_fields(version, firing)
+    check_new_jobs(firing.jobs)
+
+
+def _check_firing_fields(version: int, firing: Firing) -> None:
+    """A firing's own fields (not its jobs)."""
     if isinstance(version, bool) or not isinstance(version, int):
         raise InvalidArgumentError(f"version must be an integer, not {version!r}")
     if not isinstance(firing.history, str):
         raise InvalidRecordError("firing history must be a str")
     optional_epoch_seconds("next_run_at", firing.next_run_at)
     optional_epoch_seconds("last_run_at", firing.last_run_at)
-    check_new_jobs(firing.jobs)
+
+
+def check_planned_firings(planned: Sequence[PlannedFiring]) -> None:
+    """Every firing of one ``fire_recurring_many`` call, before any is written: each checked as
+    ``check_firing`` checks one, no recurring job twice, and no firing job id twice."""
+    seen: set[str] = set()
+    for item in planned:
+        if not isinstance(item, PlannedFiring):
+            raise InvalidRecordError(f"a PlannedFiring is expected, not {type(item).__name__}")
+        validate_job_id(item.recurring_id)
+        if item.recurring_id in seen:
+            raise InvalidRecordError(
+                f"recurring job {item.recurring_id!r} appears twice in one fire_recurring_many call"
+            )
+        seen.add(item.recurring_id)
+        _check_firing_fields(item.version, item.firing)
+    check_new_jobs([job for item in planned for job in item.firing.jobs])
+
+
+def check_new_recurrings(recurrings: Sequence[NewRecurring]) -> None:
+    """Every recurring job of one ``save_recurring_many`` call, before any is written."""
+    seen: set[str] = set()
+    for recurring in recurrings:
+        if not isinstance(recurring, NewRecurring):
+            raise InvalidRecordError(f"a NewRecurring is expected, not {type(recurring).__name__}")
+        check_new_recurring(recurring)
+        if recurring.id in seen:
+            raise InvalidRecordError(
+                f"recurring job {recurring.id!r} appears twice in one save_recurring_many call"
+            )
+        seen.add(recurring.id)
 
 
 def check_manual_firing(version: int, firing: ManualFiring) -> None:

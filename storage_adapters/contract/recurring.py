@@ -3,6 +3,7 @@ compare-and-set on their version so two schedulers never fire one tick twice."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from storage_adapters import records
@@ -22,6 +23,13 @@ class RecurringStore(Protocol):
         then. An update replaces task, payload, schedule, enabled
         and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
         """
+
+    def save_recurring_many(
+        self, recurrings: Sequence[records.NewRecurring], mode: records.SaveMode
+    ) -> list[bool]:
+        """``save_recurring`` for a chunk, in one storage step, all or nothing: per item, whether
+        it was created. ``create`` raises ``RecordExistsError`` if any id exists, ``update``
+        ``RecordNotFoundError`` if any does not (naming them), and nothing is written then."""
 
     def get_recurring(self, recurring_id: str) -> records.RecurringRecord | None:
         """One recurring job by id."""
@@ -50,17 +58,20 @@ class RecurringStore(Protocol):
         """The earliest ``next_run_at`` of an enabled recurring job, due or not (``None``: none
         has a next run), in one round trip: when an idle recurring loop next has work."""
 
-    def fire_recurring(
-        self, recurring_id: str, version: int, lock: records.LockLease, firing: records.Firing
-    ) -> list[bool] | None:
-        """Fire one recurring job: atomically add ``firing.jobs`` (idempotent on job id, as in
-        ``add_jobs``) and set next_run_at, last_run_at and history, bumping the version.
+    def fire_recurring_many(
+        self, lock: records.LockLease, planned: Sequence[records.PlannedFiring]
+    ) -> list[list[bool] | None]:
+        """Fire a chunk of recurring jobs in one storage step (one script, one transaction):
+        for each, atomically add its ``firing.jobs`` (idempotent on job id, as in ``add_jobs``)
+        and set next_run_at, last_run_at and history, bumping the version.
 
-        Acts only if the stored version is still ``version`` (the per-recurring-job lock: a
-        compare-and-set) and ``lock`` is current; otherwise changes nothing and returns
-        ``None``. Returns, per job, whether it was created (``False``: that firing existed).
-        A sharded store also needs each job's id in the firing form of this recurring job
-        (``<recurring id>@<UTC time>Z``, see sharding.py), which puts it in the same shard.
+        Each acts only if its stored version is still ``version`` (the per-recurring-job lock:
+        a compare-and-set), and none acts unless ``lock`` is current. Returns, per item in
+        order, ``None`` when it changed nothing (a stale version or lease, a missing recurring
+        job), else per job whether it was created (``False``: that firing existed). Every item
+        is checked before anything is written. A sharded store also needs each job's id in the
+        firing form of its recurring job (``<recurring id>@<UTC time>Z``, see sharding.py),
+        which puts it in the same shard.
         """
 
     def trigger_recurring(

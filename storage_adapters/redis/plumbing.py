@@ -26,7 +26,7 @@ from storage_adapters.redis.error_mapping import (
 )
 from storage_adapters.redis.link import RedisLink
 
-__all__ = ["RedisPlumbing"]
+__all__ = ["RedisPlumbing", "job_fields"]
 
 #: Scripts that only read: the others are writes, which ``wait_replicas`` makes wait for replicas.
 _READING_SCRIPTS = frozenset(
@@ -44,6 +44,15 @@ _READING_SCRIPTS = frozenset(
 )
 
 _PlumbingT = TypeVar("_PlumbingT", bound="RedisPlumbing")
+
+
+def job_fields(jobs: Sequence[NewJob]) -> list[str]:
+    """Jobs checked by ``check_new_jobs`` as ``add_job`` in lua/_common.lua reads them: id, task,
+    payload, due_at, envelope ('' for none) per job."""
+    fields: list[str] = []
+    for job in jobs:
+        fields += (job.id, job.task, job.payload, repr(float(job.due_at)), job.envelope or "")
+    return fields
 
 
 class RedisPlumbing:
@@ -206,7 +215,4 @@ class RedisPlumbing:
         """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and fire_recurring share it):
         the job key prefix, then id, task, payload, due_at, envelope ('' for none) per job."""
         check_new_jobs(jobs)  # every due_at is a finite number: ``float_arg`` without the check
-        args = [self._key("job:")]
-        for job in jobs:
-            args += (job.id, job.task, job.payload, repr(float(job.due_at)), job.envelope or "")
-        return args
+        return [self._key("job:"), *job_fields(jobs)]

@@ -18,25 +18,25 @@ import redis
 
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import (
-    check_firing,
     check_manual_firing,
-    check_new_recurring,
+    check_new_recurrings,
+    check_planned_firings,
     check_save_mode,
     epoch_seconds,
     flag,
     non_negative_offset,
     positive_count,
 )
-from storage_adapters.errors import RecordExistsError, RecordNotFoundError
+from storage_adapters.errors import refused_save
 from storage_adapters.records import (
-    Firing,
     LockLease,
     ManualFiring,
     NewRecurring,
+    PlannedFiring,
     RecurringRecord,
     SaveMode,
 )
-from storage_adapters.redis.plumbing import RedisPlumbing
+from storage_adapters.redis.plumbing import RedisPlumbing, job_fields
 
 __all__ = ["RECURRING_SCRIPTS", "RedisRecurringStore"]
 
@@ -63,11 +63,8 @@ _RECURRING_FIELDS = [
     "created_at",
     "updated_at",
 ]
-# save_recurring's error replies: the mode forbade the write, and nothing was written.
-_SAVE_REFUSALS: dict[str, tuple[type[KeyError], str]] = {
-    "RECURRING_EXISTS": (RecordExistsError, "already exists"),
-    "RECURRING_MISSING": (RecordNotFoundError, "does not exist"),
-}
+# save_recurring's error replies (then the ids): the mode forbade the write, nothing was written.
+_SAVE_REFUSALS = ("RECURRING_EXISTS", "RECURRING_MISSING")
 
 
 def _time_arg(name: str, value: float | None) -> str:
@@ -81,12 +78,6 @@ def _optional_time(value: str) -> float | None:
 
 def _flag(name: str, value: bool) -> str:
     return "1" if flag(name, value) else "0"
-
-
-def _check_recurring(recurring: NewRecurring, mode: str) -> None:
-    """Refuse bad input before the script runs, so a refused save writes nothing."""
-    check_save_mode(mode)
-    check_new_recurring(recurring)
 
 
 def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
@@ -114,28 +105,34 @@ class RedisRecurringStore(RedisPlumbing):
         return self._key(f"rec:{recurring_id}")
 
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
-        _check_recurring(recurring, mode)
-        rid = recurring.id
-        keys = [self._recurring_key(rid), self._key("rec_ids"), self._key("rec_due")]
-        args = [
-            mode,
-            rid,
-            recurring.task,
-            recurring.payload,
-            recurring.schedule,
-            _flag("enabled", recurring.enabled),
-            _time_arg("next_run_at", recurring.next_run_at),
-        ]
+        (created,) = self.save_recurring_many([recurring], mode)
+        return created
+
+    def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
+        check_save_mode(mode)
+        check_new_recurrings(recurrings)
+        if not recurrings:
+            return []
+        args = [mode, self._key("rec:")]
+        for recurring in recurrings:
+            args += (
+                recurring.id,
+                recurring.task,
+                recurring.payload,
+                recurring.schedule,
+                _flag("enabled", recurring.enabled),
+                _time_arg("next_run_at", recurring.next_run_at),
+            )
+        keys = [self._key("rec_ids"), self._key("rec_due")]
         with self._talking() as client:
             try:
                 created = self._call(client, "save_recurring", keys, args)
             except redis.ResponseError as exc:
-                refusal = _SAVE_REFUSALS.get(str(exc))
-                if refusal is None:
+                reason, _, ids = str(exc).partition(" ")
+                if reason not in _SAVE_REFUSALS:
                     raise
-                error, problem = refusal
-                raise error(f"recurring job {rid!r} {problem}") from None
-        return bool(created)
+                raise refused_save(mode, ids.split()) from None
+        return [bool(flag) for flag in created]
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
         if names_no_job(recurring_id):
@@ -175,28 +172,27 @@ class RedisRecurringStore(RedisPlumbing):
             first = client.zrange(self._key("rec_due"), 0, 0, withscores=True)
         return float(first[0][1]) if first else None
 
-    def fire_recurring(
-        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
-    ) -> list[bool] | None:
-        check_firing(version, firing)
-        keys = [
-            self._key(f"lock:{lock.name}"),
-            self._recurring_key(recurring_id),
-            self._key("rec_due"),
-            *self._job_keys(),
-        ]
-        args = [
-            lock.owner,
-            str(lock.token),
-            str(version),
-            recurring_id,
-            _time_arg("next_run_at", firing.next_run_at),
-            _time_arg("last_run_at", firing.last_run_at),
-            firing.history,
-            *self._job_args(firing.jobs),
-        ]
-        stored = self._run("fire_recurring", keys, args)
-        return None if stored is None else [bool(flag) for flag in stored]
+    def fire_recurring_many(
+        self, lock: LockLease, planned: Sequence[PlannedFiring]
+    ) -> list[list[bool] | None]:
+        check_planned_firings(planned)
+        if not planned:
+            return []
+        args = [lock.owner, str(lock.token), self._key("rec:"), self._key("job:")]
+        for item in planned:
+            firing = item.firing
+            args += (
+                item.recurring_id,
+                str(item.version),
+                _time_arg("next_run_at", firing.next_run_at),
+                _time_arg("last_run_at", firing.last_run_at),
+                firing.history,
+                str(len(firing.jobs)),
+            )
+            args += job_fields(firing.jobs)
+        keys = [self._key(f"lock:{lock.name}"), self._key("rec_due"), *self._job_keys()]
+        replies = self._run("fire_recurring", keys, args)
+        return [None if reply is None else [flag == "1" for flag in reply] for reply in replies]
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring

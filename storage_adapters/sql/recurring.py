@@ -3,25 +3,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import (
+    check_new_recurrings,
+    check_planned_firings,
     check_save_mode,
     flag,
     non_negative_offset,
     optional_epoch_seconds,
     positive_count,
 )
-from storage_adapters.errors import RecordExistsError, RecordNotFoundError
+from storage_adapters.errors import refused_save
 from storage_adapters.records import (
-    Firing,
     LockLease,
     ManualFiring,
     NewRecurring,
+    PlannedFiring,
     RecurringRecord,
     SaveMode,
 )
 from storage_adapters.sql.plumbing import RollBack, SQLPlumbing
 from storage_adapters.sql.recurring_rows import (
+    firing_arrays,
     firing_params,
     recurring_record,
     save_params,
@@ -41,10 +49,31 @@ class SQLRecurringStore(SQLPlumbing):
         # One statement: it writes nothing and returns no row when the mode refuses.
         version = self._scalar(statement, save_params(recurring))
         if version is None:
-            if mode == "create":
-                raise RecordExistsError(f"recurring job {recurring.id!r} already exists")
-            raise RecordNotFoundError(f"recurring job {recurring.id!r} does not exist")
+            raise refused_save(mode, [recurring.id])
         return int(version) == INITIAL_RECURRING_VERSION
+
+    def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
+        """One transaction for the chunk: which ids exist is read first (their rows locked),
+        the mode checked against it, then every row written in one executemany."""
+        check_save_mode(mode)
+        check_new_recurrings(recurrings)
+        if not recurrings:
+            return []
+        ids = [recurring.id for recurring in recurrings]
+        refused: list[str] = []
+        with self._transaction() as conn:
+            bound = {"ids": self._dialect.bind_ids(ids)}
+            existing = set(conn.execute(self._sql.existing_recurring, bound).scalars().all())
+            refused = [rid for rid in ids if (rid in existing) == (mode == "create")]
+            if mode != "upsert" and refused:
+                raise RollBack
+            params = [save_params(recurring, checked=True) for recurring in recurrings]
+            written = conn.execute(self._sql.save_recurring[mode], params).all()
+            if mode == "create" and len(written) < len(ids):
+                refused = ids  # some were created meanwhile, by a racing save
+                raise RollBack
+            return [rid not in existing for rid in ids]
+        raise refused_save(mode, refused)
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
         if names_no_job(recurring_id):
@@ -81,22 +110,51 @@ class SQLRecurringStore(SQLPlumbing):
         value = self._scalar(self._sql.next_recurring_at)
         return None if value is None else float(value)
 
-    def fire_recurring(
-        self, recurring_id: str, version: int, lock: LockLease, firing: Firing
-    ) -> list[bool] | None:
-        """The compare-and-set comes first: it takes the recurring row's write lock, so a
-        racing firing of the same version waits for this one and then matches nothing."""
-        params = {**firing_params(recurring_id, version, firing), **self._lease_params(lock)}
+    def fire_recurring_many(
+        self, lock: LockLease, planned: Sequence[PlannedFiring]
+    ) -> list[list[bool] | None]:
+        """One transaction for the chunk: the compare-and-sets first (they take the recurring
+        rows' write locks, so a racing firing of the same versions waits for this one and then
+        matches nothing), then the firing jobs of those that held, in one insert."""
+        check_planned_firings(planned)
+        if not planned:
+            return []
+        fence = self._lease_params(lock)
         with self._transaction() as conn:
-            if conn.execute(self._sql.fire_recurring, params).first() is None:
-                raise RollBack
-            return self._insert_jobs(conn, firing.jobs)
-        return None
+            fired = self._compare_and_set(conn, planned, fence)
+            jobs = [
+                job for item in planned if item.recurring_id in fired for job in item.firing.jobs
+            ]
+            created = {
+                job.id for job, new in zip(jobs, self._insert_jobs(conn, jobs), strict=True) if new
+            }
+            return [
+                [job.id in created for job in item.firing.jobs]
+                if item.recurring_id in fired
+                else None
+                for item in planned
+            ]
+        raise AssertionError("unreachable: the transaction is never rolled back")
+
+    def _compare_and_set(
+        self, conn: Connection, planned: Sequence[PlannedFiring], fence: dict[str, Any]
+    ) -> set[str]:
+        """The ids of ``planned`` whose version still matched, now advanced."""
+        statement = self._sql.fire_recurring_many
+        if statement is not None:  # PostgreSQL: the chunk in one statement
+            params = {**fence, **firing_arrays(planned)}
+            return set(conn.execute(statement, params).scalars().all())
+        return {
+            item.recurring_id
+            for item in planned
+            if conn.execute(self._sql.fire_recurring, {**fence, **firing_params(item)}).first()
+        }
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring
     ) -> bool | None:
-        """As ``fire_recurring``: the compare-and-set first, then the job, in one transaction."""
+        """As ``fire_recurring_many``: the compare-and-set first, then the job, in one
+        transaction."""
         params = trigger_params(recurring_id, version, firing)
         with self._transaction() as conn:
             if conn.execute(self._sql.trigger_recurring, params).first() is None:

@@ -7,19 +7,28 @@ way ``check_new_jobs`` refuses a bad batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import Row
 
-from storage_adapters.checks.values import check_firing, check_manual_firing, check_new_recurring
-from storage_adapters.records import Firing, ManualFiring, NewRecurring, RecurringRecord
+from storage_adapters.checks.values import check_manual_firing, check_new_recurring
+from storage_adapters.records import ManualFiring, NewRecurring, PlannedFiring, RecurringRecord
 
-__all__ = ["firing_params", "recurring_record", "save_params", "trigger_params"]
+__all__ = [
+    "firing_arrays",
+    "firing_params",
+    "recurring_record",
+    "save_params",
+    "trigger_params",
+]
 
 
-def save_params(recurring: NewRecurring) -> dict[str, Any]:
-    """The bound parameters of ``Statements.save_recurring``, from a checked ``recurring``."""
-    check_new_recurring(recurring)
+def save_params(recurring: NewRecurring, *, checked: bool = False) -> dict[str, Any]:
+    """The bound parameters of ``Statements.save_recurring``, from ``recurring``, checked here
+    unless the caller has (``checked``)."""
+    if not checked:
+        check_new_recurring(recurring)
     return {
         "recurring_id": recurring.id,
         "new_task": recurring.task,
@@ -30,16 +39,28 @@ def save_params(recurring: NewRecurring) -> dict[str, Any]:
     }
 
 
-def firing_params(recurring_id: str, version: int, firing: Firing) -> dict[str, Any]:
-    """The bound parameters of ``Statements.fire_recurring`` (but the lock's), with
-    ``firing.jobs`` checked as ``add_jobs`` checks them."""
-    check_firing(version, firing)
+def firing_params(item: PlannedFiring) -> dict[str, Any]:
+    """The bound parameters of ``Statements.fire_recurring`` (but the lock's), from an item
+    ``check_planned_firings`` has checked."""
+    firing = item.firing
     return {
-        "recurring_id": recurring_id,
-        "expected_version": version,
+        "recurring_id": item.recurring_id,
+        "expected_version": item.version,
         "new_next_run_at": firing.next_run_at,
         "new_last_run_at": firing.last_run_at,
         "new_history": firing.history,
+    }
+
+
+def firing_arrays(planned: Sequence[PlannedFiring]) -> dict[str, Any]:
+    """The bound parameters of ``Statements.fire_recurring_many`` (but the lock's): one array
+    per column, from items ``check_planned_firings`` has checked."""
+    return {
+        "planned_id": [item.recurring_id for item in planned],
+        "planned_expected_version": [item.version for item in planned],
+        "planned_next_run_at": [item.firing.next_run_at for item in planned],
+        "planned_last_run_at": [item.firing.last_run_at for item in planned],
+        "planned_history": [item.firing.history for item in planned],
     }
 
 

@@ -139,6 +139,13 @@ class Statements(JobStatements):
             )
             .returning(rec.c.id)
         )
+        self.fire_recurring_many = self._fire_by_arrays(dialect)
+        # Which of a chunk's recurring jobs exist, their rows locked (PostgreSQL) until the
+        # chunk's save commits; SQLite's BEGIN IMMEDIATE holds the whole database instead.
+        existing = sa.select(rec.c.id).where(dialect.ids_in(rec.c.id))
+        self.existing_recurring = (
+            existing.with_for_update() if dialect.new_jobs_as_arrays else existing
+        )
         # A trigger: the same compare-and-set, without the lock and leaving next_run_at alone.
         self.trigger_recurring = (
             sa.update(rec)
@@ -151,6 +158,46 @@ class Statements(JobStatements):
             .returning(rec.c.id)
         )
         self.save_recurring = self._save_recurring(dialect, by_id, bump)
+
+    def _fire_by_arrays(self, dialect: Dialect) -> sa.Update | None:
+        """``fire_recurring`` for a whole chunk in one statement, on PostgreSQL (whose arrays
+        carry the chunk as one parameter per column): returns the ids whose compare-and-set
+        held. ``None`` on SQLite, where a statement costs no round trip and each runs alone."""
+        if not dialect.new_jobs_as_arrays:
+            return None
+        rec = self._recurring
+        columns = {
+            "id": sa.String,
+            "expected_version": sa.BigInteger,
+            "next_run_at": sa.Double,
+            "last_run_at": sa.Double,
+            "history": sa.Text,
+        }
+        arrays: list[sa.ColumnElement[Any]] = [
+            sa.cast(sa.bindparam(f"planned_{name}", type_=sa.ARRAY(kind)), sa.ARRAY(kind))
+            for name, kind in columns.items()
+        ]
+        planned = (
+            sa.func.unnest(*arrays)
+            .table_valued(*(sa.column(name, kind) for name, kind in columns.items()))
+            .render_derived(name="planned")
+        )
+        return (
+            sa.update(rec)
+            .where(
+                rec.c.id == planned.c.id,
+                rec.c.version == planned.c.expected_version,
+                self._lock_is_held(),
+            )
+            .values(
+                next_run_at=planned.c.next_run_at,
+                last_run_at=planned.c.last_run_at,
+                history=planned.c.history,
+                version=rec.c.version + 1,
+                updated_at=self._now,
+            )
+            .returning(rec.c.id)
+        )
 
     def _save_recurring(
         self,

@@ -1,8 +1,8 @@
-"""Jobs already due and the scheduler lock, as the storage tests set them up directly."""
+"""Due jobs, the scheduler lock and one firing, as the storage tests set them up directly."""
 
 from __future__ import annotations
 
-from storage_adapters import LockLease, NewJob, Storage
+from storage_adapters import Firing, LockLease, NewJob, PlannedFiring, Storage
 
 LOCK = "delayed-scheduler"
 
@@ -20,3 +20,11 @@ def take_lock(storage: Storage, owner: str = "scheduler-a", lease: float = 30) -
     lock = storage.acquire_lock(LOCK, owner, lease)
     assert lock is not None
     return lock
+
+
+def fire_one(
+    storage: Storage, recurring_id: str, version: int, lock: LockLease, firing: Firing
+) -> list[bool] | None:
+    """One recurring job fired through ``fire_recurring_many``, as a chunk of one."""
+    (result,) = storage.fire_recurring_many(lock, [PlannedFiring(recurring_id, version, firing)])
+    return result

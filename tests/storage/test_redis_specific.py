@@ -29,6 +29,7 @@ from storage_adapters import (
 )
 from storage_adapters.redis.storage import RedisStorage
 from tests.conftest import REDIS_URL, require_server, unique_prefix
+from tests.storage.due_jobs import fire_one
 
 pytestmark = pytest.mark.redis
 
@@ -266,7 +267,7 @@ def test_recurring_keys_carry_the_hash_tag_and_drop_removes_them(
     assert lock is not None
     version = store.get_recurring("r").version  # type: ignore[union-attr]
     job = NewJob("r@1", "tasks.report", "{}", now - 1)
-    assert store.fire_recurring("r", version, lock, Firing(now + 60, now - 1, "[]", (job,)))
+    assert fire_one(store, "r", version, lock, Firing(now + 60, now - 1, "[]", (job,)))
     # Then every key shares the prefix's slot, and drop leaves none behind
     keys = keys_of(raw, prefix)
     assert {f"{{{prefix}}}:rec:r", f"{{{prefix}}}:rec_ids", f"{{{prefix}}}:rec_due"} <= set(keys)
@@ -286,7 +287,7 @@ def test_recurring_times_round_trip_exactly(store: RedisStorage) -> None:
     assert due.next_run_at == next_run_at
     # When it fires with new times
     firing = Firing(next_run_at + 60.000000001, last_run_at, "[]", ())
-    assert store.fire_recurring("r", due.version, lock, firing) == []
+    assert fire_one(store, "r", due.version, lock, firing) == []
     # Then each read gives back the very same doubles
     record = store.get_recurring("r")
     assert record is not None
@@ -308,7 +309,7 @@ def test_the_due_index_holds_exactly_the_enabled_ones_with_a_next_run(
     lock = store.acquire_lock(LOCK, "a", 30)
     assert lock is not None
     version = store.get_recurring("b").version  # type: ignore[union-attr]
-    assert store.fire_recurring("b", version, lock, Firing(None, now, "[]", ())) == []
+    assert fire_one(store, "b", version, lock, Firing(None, now, "[]", ())) == []
     store.remove_recurring("c")
     assert raw.zcard(due_key) == 0
     assert raw.zrange(f"{{{prefix}}}:rec_ids", 0, -1) == ["a", "b"]
@@ -334,7 +335,7 @@ def test_a_firing_adds_thousands_of_jobs_in_one_script(store: RedisStorage) -> N
     lock = store.acquire_lock(LOCK, "a", 30)
     assert lock is not None
     jobs = tuple(NewJob(f"r@{n:05d}", "tasks.report", "{}", now - 1) for n in range(3000))
-    created = store.fire_recurring("r", 1, lock, Firing(now + 60, now - 1, "[]", jobs))
+    created = fire_one(store, "r", 1, lock, Firing(now + 60, now - 1, "[]", jobs))
     assert created == [False] + [True] * 2999
     assert store.count_by_state()[JobState.SCHEDULED] == 3000
 
@@ -358,7 +359,7 @@ def test_other_script_errors_are_not_key_errors(
         lambda s: s.set_recurring_enabled("a", True, float("inf")),
         lambda s: s.list_recurring(10, offset=-1),
         lambda s: s.fetch_due_recurring(0),
-        lambda s: s.fire_recurring("a", True, LockLease(LOCK, "a", 1, 0.0), Firing(1, 1, "", ())),
+        lambda s: fire_one(s, "a", True, LockLease(LOCK, "a", 1, 0.0), Firing(1, 1, "", ())),
     ],
 )
 def test_bad_recurring_input_is_a_value_error(

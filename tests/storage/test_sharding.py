@@ -25,6 +25,7 @@ from storage_adapters import (
 )
 from storage_adapters.sharding import MAX_SHARDS, shard_key
 from tests.conftest import unique_prefix
+from tests.storage.due_jobs import fire_one
 
 OpenStore = Callable[[int], Storage]
 
@@ -109,12 +110,12 @@ def test_a_recurring_job_and_its_firing_share_a_shard(open_store: OpenStore) -> 
     (due,) = store.fetch_due_recurring(10)
     firing_id = "nightly@2026-11-30T02:00:00Z"
     fired = storage_adapters.Firing(now + 60, now - 1, "[]", (job(firing_id, now - 1),))
-    assert store.fire_recurring("nightly", due.version, lock, fired) == [True]
+    assert fire_one(store, "nightly", due.version, lock, fired) == [True]
     home = shards_of(store)[shard_of("nightly", 4)]
     assert home.get_recurring("nightly") is not None and home.get_job(firing_id) is not None
     stray = storage_adapters.Firing(now + 120, now, "[]", (job("elsewhere-7", now),))
     with pytest.raises(InvalidArgumentError, match="do not fall in recurring job"):
-        store.fire_recurring("nightly", due.version + 1, lock, stray)
+        fire_one(store, "nightly", due.version + 1, lock, stray)
     assert store.get_job("elsewhere-7") is None
     # a trigger's job lands there too, and one with an id that falls elsewhere is refused
     trigger_id = "nightly@trigger-2026-11-30T02:00:00.123456Z"

@@ -39,7 +39,7 @@ from storage_adapters.sql.sqlite import SQLiteStorage
 from storage_adapters.sql.storage import SQLStorage
 from storage_adapters.sql.tables import MIGRATIONS, build_tables
 from tests.conftest import POSTGRESQL_URL, require_server, storage_url, unique_prefix
-from tests.storage.due_jobs import LOCK, add_due, take_lock
+from tests.storage.due_jobs import LOCK, add_due, fire_one, take_lock
 from tests.storage.sql_helpers import explain, insert_and_analyze
 from tests.together import together
 
@@ -174,7 +174,7 @@ def test_a_version_1_database_upgrades_on_setup(
     assert store.get_job("kept") is not None
     assert store.save_recurring(recurring("r", now - 1), "create")
     (record,) = store.fetch_due_recurring(10)
-    assert store.fire_recurring("r", record.version, take_lock(store), firing("r", now)) == [True]
+    assert fire_one(store, "r", record.version, take_lock(store), firing("r", now)) == [True]
 
 
 # -- add_jobs -------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_a_firing_whose_jobs_fail_leaves_the_recurring_job_unchanged(storage: St
     fire = firing("r", now, jobs=1500)
     # When it fires, then it fails, and neither the jobs nor the advance were kept
     with _rejecting(store, fire.jobs[1200].id), pytest.raises(StorageError, match="rejected"):
-        store.fire_recurring("r", record.version, take_lock(store), fire)
+        fire_one(store, "r", record.version, take_lock(store), fire)
     assert store.get_recurring("r") == record
     assert sum(store.count_by_state().values()) == 0
 
@@ -336,8 +336,14 @@ def test_recurring_queries_use_their_indexes(pg: SQLStorage) -> None:
     assert "Seq Scan" not in plan and "Sort" not in plan and "Filter" not in plan, plan
     lock = take_lock(pg)
     fence = {"lock_name": LOCK, "lock_owner": "a", "lock_token": lock.token}
-    fire = {"recurring_id": "r1", "expected_version": 1, "new_history": "[]"}
-    plan = explain(pg, pg._sql.fire_recurring, **fence, **fire)
+    fire = {
+        "planned_id": ["r1", "r2"],
+        "planned_expected_version": [1, 1],
+        "planned_next_run_at": [None, None],
+        "planned_last_run_at": [None, None],
+        "planned_history": ["[]", "[]"],
+    }
+    plan = explain(pg, pg._sql.fire_recurring_many, **fence, **fire)
     assert f"using {pg._prefix}_recurring_pkey" in plan and "Seq Scan" not in plan, plan
 
 
@@ -411,12 +417,12 @@ def test_recurring_operations_round_trips(pg: SQLStorage, tmp_path: Path) -> Non
         record = pg.get_recurring("r")
         assert record is not None
         lock = take_lock(pg)
-        # BEGIN, the compare-and-set, the jobs, COMMIT; refused: BEGIN, the compare-and-set,
-        # ROLLBACK
-        assert trips.of(lambda: pg.fire_recurring("r", record.version, lock, firing("r", now))) == 4
-        stale = pg.fire_recurring("r", record.version, lock, firing("r", now + 60))
+        # BEGIN, the chunk's compare-and-sets, its jobs, COMMIT; refused: BEGIN, the
+        # compare-and-sets, COMMIT (nothing to insert)
+        assert trips.of(lambda: fire_one(pg, "r", record.version, lock, firing("r", now))) == 4
+        stale = fire_one(pg, "r", record.version, lock, firing("r", now + 60))
         assert stale is None
-        assert trips.of(lambda: pg.fire_recurring("r", 0, lock, firing("r", now))) == 3
+        assert trips.of(lambda: fire_one(pg, "r", 0, lock, firing("r", now))) == 3
         assert trips.of(lambda: pg.set_recurring_enabled("r", False, None)) == 1
 
 

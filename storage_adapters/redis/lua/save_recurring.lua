@@ -1,26 +1,38 @@
--- Create or replace a recurring job, as the mode allows.
--- KEYS: 1 recurring job, 2 recurring ids index, 3 recurring due index
--- ARGV: 1 mode (create, update or upsert), 2 id, 3 task, 4 payload, 5 schedule,
---       6 enabled ('1' or '0'), 7 next_run_at ('' for none)
--- Returns 1 if created, 0 if replaced. A mode that forbids the write is an error reply
--- (RECURRING_EXISTS or RECURRING_MISSING) given before anything is written.
-local exists = redis.call('EXISTS', KEYS[1]) == 1
-if exists and ARGV[1] == 'create' then
-  return redis.error_reply('RECURRING_EXISTS')
+-- Create or replace a chunk of recurring jobs, as the mode allows, all or nothing.
+-- KEYS: 1 recurring ids index, 2 recurring due index
+-- ARGV: 1 mode (create, update or upsert), 2 recurring key prefix, then per recurring job:
+--       id, task, payload, schedule, enabled ('1' or '0'), next_run_at ('' for none)
+-- Returns 1 (created) or 0 (replaced) per job. A mode that forbids a write is an error reply
+-- (RECURRING_EXISTS or RECURRING_MISSING, then the first offending ids) given before anything
+-- is written.
+local mode, prefix = ARGV[1], ARGV[2]
+local created, refused = {}, {}
+for i = 3, #ARGV, 6 do
+  local exists = redis.call('EXISTS', prefix .. ARGV[i]) == 1
+  if (exists and mode == 'create') or (not exists and mode == 'update') then
+    refused[#refused + 1] = ARGV[i]
+  end
+  created[#created + 1] = exists and 0 or 1
 end
-if not exists and ARGV[1] == 'update' then
-  return redis.error_reply('RECURRING_MISSING')
+if #refused > 0 then
+  local reason = mode == 'create' and 'RECURRING_EXISTS ' or 'RECURRING_MISSING '
+  return redis.error_reply(reason .. table.concat(refused, ' ', 1, math.min(#refused, 5)))
 end
 local stamp = fmt(now())
-redis.call('HSET', KEYS[1], 'task', ARGV[3], 'payload', ARGV[4], 'schedule', ARGV[5],
-  'enabled', ARGV[6], 'next_run_at', ARGV[7], 'updated_at', stamp)
-index_recurring_due(KEYS[3], ARGV[2], ARGV[6], ARGV[7])
-if exists then
-  -- An update keeps last_run_at, history and created_at: they describe firings already made.
-  redis.call('HINCRBY', KEYS[1], 'version', 1)
-  return 0
+local n = 0
+for i = 3, #ARGV, 6 do
+  n = n + 1
+  local key = prefix .. ARGV[i]
+  redis.call('HSET', key, 'task', ARGV[i + 1], 'payload', ARGV[i + 2], 'schedule', ARGV[i + 3],
+    'enabled', ARGV[i + 4], 'next_run_at', ARGV[i + 5], 'updated_at', stamp)
+  index_recurring_due(KEYS[2], ARGV[i], ARGV[i + 4], ARGV[i + 5])
+  if created[n] == 0 then
+    -- An update keeps last_run_at, history and created_at: they describe firings already made.
+    redis.call('HINCRBY', key, 'version', 1)
+  else
+    redis.call('HSET', key, 'last_run_at', '', 'history', '[]', 'version', 1,
+      'created_at', stamp)
+    redis.call('ZADD', KEYS[1], 0, ARGV[i])
+  end
 end
-redis.call('HSET', KEYS[1], 'last_run_at', '', 'history', '[]', 'version', 1,
-  'created_at', stamp)
-redis.call('ZADD', KEYS[2], 0, ARGV[2])
-return 1
+return created

@@ -22,6 +22,7 @@ from storage_adapters.errors import (
     RecordExistsError,
     RecordNotFoundError,
 )
+from tests.storage.due_jobs import fire_one
 from tests.together import together
 
 LOCK = "recurring-scheduler"
@@ -122,7 +123,7 @@ def test_fire_adds_the_job_and_advances_atomically(storage: Storage) -> None:
     lock = take_lock(storage)
     # When it fires
     fired = firing("r", now - 1, now + 59, history='["r@1"]')
-    created = storage.fire_recurring("r", record.version, lock, fired)
+    created = fire_one(storage, "r", record.version, lock, fired)
     # Then the firing job exists, due at the tick, and the recurring job moved on
     assert created == [True]
     job = storage.get_job(fired.jobs[0].id)
@@ -143,12 +144,9 @@ def test_fire_with_a_stale_version_or_lock_changes_nothing(storage: Storage) -> 
     (record,) = storage.fetch_due_recurring(10)
     stale_lock = take_lock(storage, "a", lease=0.3)
     fresh_lock = wait_until(lambda: storage.acquire_lock(LOCK, "b", 30), timeout=5)
+    assert fire_one(storage, "r", record.version, stale_lock, firing("r", now, now + 60)) is None
     assert (
-        storage.fire_recurring("r", record.version, stale_lock, firing("r", now, now + 60)) is None
-    )
-    assert (
-        storage.fire_recurring("r", record.version + 7, fresh_lock, firing("r", now, now + 60))
-        is None
+        fire_one(storage, "r", record.version + 7, fresh_lock, firing("r", now, now + 60)) is None
     )
     assert storage.get_job(f"r@{now:.0f}") is None
     assert storage.get_recurring("r") == record
@@ -162,9 +160,7 @@ def test_a_tick_fired_twice_creates_one_job(storage: Storage) -> None:
     storage.add_jobs(firing("r", now - 1, None).jobs)
     (record,) = storage.fetch_due_recurring(10)
     # When the same tick fires again, it still advances but adds no second job
-    assert storage.fire_recurring("r", record.version, lock, firing("r", now - 1, now + 60)) == [
-        False
-    ]
+    assert fire_one(storage, "r", record.version, lock, firing("r", now - 1, now + 60)) == [False]
     assert storage.count_by_state()[JobState.SCHEDULED] == 1
     after = storage.get_recurring("r")
     assert after is not None and after.next_run_at == pytest.approx(now + 60, abs=1e-3)
@@ -182,8 +178,8 @@ def test_racing_firings_of_one_version_succeed_once(storage: Storage) -> None:
         wins = 0
         for record in records:
             tick = now - 1 + which * 1000  # different ticks: only the version can stop the loser
-            result = storage.fire_recurring(
-                record.id, record.version, lock, firing(record.id, tick, now + 60)
+            result = fire_one(
+                storage, record.id, record.version, lock, firing(record.id, tick, now + 60)
             )
             wins += result is not None
         return wins
@@ -253,12 +249,10 @@ def test_a_trigger_and_a_firing_of_one_version_succeed_once(storage: Storage) ->
     lock = take_lock(storage)
     # When the trigger writes first, the firing computed from the same version is stale
     assert storage.trigger_recurring("r", record.version, trigger("r", now)) is True
-    assert storage.fire_recurring("r", record.version, lock, firing("r", now - 1, now + 60)) is None
+    assert fire_one(storage, "r", record.version, lock, firing("r", now - 1, now + 60)) is None
     # And the firing of the version after it goes through
     (again,) = storage.fetch_due_recurring(10)
-    assert storage.fire_recurring("r", again.version, lock, firing("r", now - 1, now + 60)) == [
-        True
-    ]
+    assert fire_one(storage, "r", again.version, lock, firing("r", now - 1, now + 60)) == [True]
     assert storage.count_by_state()[JobState.SCHEDULED] == 2
 
 
@@ -292,7 +286,7 @@ def test_the_next_recurring_run_is_the_earliest_enabled_one_due_or_not(storage: 
     assert soon is not None
     lock = storage.acquire_lock(LOCK, "me", 30.0)
     assert lock is not None
-    assert storage.fire_recurring("soon", soon.version, lock, firing("soon", now + 60, now + 900))
+    assert fire_one(storage, "soon", soon.version, lock, firing("soon", now + 60, now + 900))
     assert storage.next_recurring_at() == pytest.approx(now + 600, abs=1e-3)
     assert storage.set_recurring_enabled("later", False, now + 600)
     assert storage.next_recurring_at() == pytest.approx(now + 900, abs=1e-3)

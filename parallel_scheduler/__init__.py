@@ -11,6 +11,7 @@ from parallel_scheduler.engine.stats import Outcome, PassStats
 from parallel_scheduler.errors import (
     ConfigurationError,
     DispatchError,
+    InvalidItemError,
     InvalidJobError,
     MissingExtraError,
     ParallelSchedulerError,
@@ -35,6 +36,7 @@ __all__ = [
     "DelayedJobScheduler",
     "DispatchError",
     "Dispatcher",
+    "InvalidItemError",
     "InvalidJobError",
     "Job",
     "JobSpec",

@@ -34,6 +34,15 @@ class InvalidJobError(ParallelSchedulerError, ValueError):
     """A job that cannot be stored as given; nothing was written."""
 
 
+class InvalidItemError(InvalidJobError):
+    """One item of a bulk call (``recurring.save_many``) is invalid; nothing was written.
+    ``position`` is the item's place in the input, counting from 1."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 class DispatchError(ParallelSchedulerError):
     """The worker system did not take a job; the job stays scheduled and is tried again."""
 

@@ -102,18 +102,21 @@ def _options(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in (entry.get("options") or {}).items() if k in ROUTING_OPTIONS}
 
 
-def _beat_ids(recurring: RecurringJobs) -> Iterable[str]:
+def _beat_jobs(recurring: RecurringJobs) -> Iterable[RecurringJob]:
     offset = 0
     while page := recurring.list(limit=500, offset=offset):
-        yield from (job.id for job in page if job.id.startswith(BEAT_PREFIX))
+        yield from (job for job in page if job.id.startswith(BEAT_PREFIX))
         offset += len(page)
 
 
 def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
-    """Make the ``beat-…`` recurring jobs match ``app.conf.beat_schedule`` (the module's rule)."""
+    """Make the ``beat-…`` recurring jobs match ``app.conf.beat_schedule`` (the module's rule):
+    the stored ones read in pages, the new and changed ones saved in one ``save_many``."""
     entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
     report = SyncReport([], [], [])
+    stored = {job.id: job for job in _beat_jobs(recurring)}
     wanted: dict[str, str] = {}
+    changed: list[dict[str, Any]] = []
     for name, entry in entries.items():
         rid = recurring_id_for(name)
         if rid in wanted:
@@ -122,21 +125,24 @@ def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
             )
         wanted[rid] = name
         when = schedule_of(name, entry["schedule"], app)
-        existing = recurring.get(rid)
+        existing = stored.get(rid)
         if existing is not None and _same(existing, entry, when):
             report.unchanged.append(rid)
             continue
-        recurring.save(
-            rid,
-            entry["task"],
-            args=list(entry.get("args") or ()),
-            kwargs=dict(entry.get("kwargs") or {}),
-            mode="upsert",
-            **when,
-            **_options(entry),
+        changed.append(
+            {
+                "id": rid,
+                "task": entry["task"],
+                "args": list(entry.get("args") or ()),
+                "kwargs": dict(entry.get("kwargs") or {}),
+                **when,
+                **_options(entry),
+            }
         )
         report.saved.append(rid)
-    for rid in list(_beat_ids(recurring)):
+    if changed:
+        recurring.save_many(changed, mode="upsert")
+    for rid in stored:
         if rid not in wanted and recurring.remove(rid):
             report.removed.append(rid)
     logger.info(

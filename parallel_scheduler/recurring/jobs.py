@@ -10,37 +10,31 @@ racing scheduler) creates nothing: each tick fires exactly once. A manual trigge
 A manual trigger counts as a run (``recurring_history``): it is recorded in the recent firings
 and the last run, never in the next run, so it moves no tick.
 
-Reading a stored recurring job never fails: a row whose schedule no longer validates, whose
-payload or history is unreadable, or whose next/last run is outside the valid range is returned
-with ``problem`` saying what is wrong, so one bad row cannot break ``list`` for everyone.
+Reading a stored recurring job never fails (``stored.py``). ``save_many`` writes thousands at a
+time, validated as ``save`` validates one.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
+from parallel_scheduler.errors import InvalidItemError, InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.firing_ids import firing_id, trigger_id
-from parallel_scheduler.jobs import JobSpec, StoredCall, display_instant, utc_datetime
-from parallel_scheduler.ranges import check_page, in_range
+from parallel_scheduler.ranges import check_page
+from parallel_scheduler.recurring.accepting import new_recurring
 from parallel_scheduler.recurring.history import (
     HISTORY_LIMIT,
-    RecentFiring,
     add_history,
     later_run,
-    read_history,
-    recent_firings,
 )
+from parallel_scheduler.recurring.stored import RecurringJob
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule, next_tick
 from storage_adapters import (
-    InvalidIdentifierError,
     ManualFiring,
     NewJob,
     NewRecurring,
@@ -49,8 +43,8 @@ from storage_adapters import (
     RecurringRecord,
     SaveMode,
     Storage,
-    validate_job_id,
 )
+from storage_adapters.checks.values import SAVE_MODES
 from storage_adapters.shard_guard import verify_shard_count
 
 __all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "add_history", "firing_id"]
@@ -58,110 +52,9 @@ __all__ = ["HISTORY_LIMIT", "RecurringJob", "RecurringJobs", "add_history", "fir
 T = TypeVar("T")
 #: How often a trigger re-reads a recurring job that changed between its read and its write.
 TRIGGER_ATTEMPTS = 10
-MAX_RECURRING_ID_LENGTH = 200 - len("@trigger-2026-01-01T00:00:00.000000Z")
-
-
-def validate_recurring_id(recurring_id: str) -> str:
-    try:
-        validate_job_id(recurring_id)
-    except InvalidIdentifierError as exc:
-        raise InvalidJobError(f"recurring job id: {exc}") from None
-    if "@" in recurring_id:
-        raise InvalidJobError(f"recurring job id {recurring_id!r} must not contain '@'")
-    if len(recurring_id) > MAX_RECURRING_ID_LENGTH:
-        raise InvalidJobError(
-            f"recurring job id is {len(recurring_id)} characters; the limit is "
-            f"{MAX_RECURRING_ID_LENGTH}"
-        )
-    return recurring_id
-
-
-def _shown_instant(name: str, epoch: float | None, problems: list[str]) -> datetime | None:
-    """A stored next/last run as a datetime; outside the valid range (or NaN), ``None`` and a
-    problem naming the stored value, so that showing the row cannot raise."""
-    if epoch is None:
-        return None
-    if isinstance(epoch, (int, float)) and in_range(epoch):
-        return utc_datetime(epoch)
-    problems.append(f"{name} {display_instant(epoch)}")
-    return None
-
-
-def _shown_schedule(text: str, problems: list[str]) -> Schedule:
-    """The stored schedule, validated; if it is unusable, its fields as stored (those of the
-    wrong type left at their defaults), NOT validated: for showing the row, never for firing."""
-    try:
-        return Schedule.from_json(text)
-    except InvalidJobError as exc:
-        problems.append(str(exc))
-    try:
-        stored = json.loads(text)
-    except ValueError:
-        stored = {}
-    shown = object.__new__(Schedule)
-    for field in fields(Schedule):
-        value = stored.get(field.name, field.default) if isinstance(stored, dict) else None
-        if not _plain_type(value, field.default):
-            value = field.default
-        object.__setattr__(shown, field.name, value)
-    return shown
-
-
-def _plain_type(value: object, default: object) -> bool:
-    if isinstance(default, str):
-        return isinstance(value, str)
-    numeric = not isinstance(value, bool) and isinstance(value, (int, float))
-    if isinstance(default, int) and not isinstance(default, bool):
-        return numeric and float(value).is_integer()  # type: ignore[arg-type]
-    return value is None or (numeric and math.isfinite(value))  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class RecurringJob(StoredCall):
-    schedule: Schedule
-    enabled: bool
-    next_run_at: datetime | None
-    last_run_at: datetime | None
-    history: list[dict[str, Any]]
-    #: None for a healthy row; else what is wrong with the stored row, naming the stored values
-    #: (an unusable schedule is then shown as stored, not validated; an out-of-range next/last
-    #: run is shown as None)
-    problem: str | None = None
-
-    @classmethod
-    def from_record(cls, record: RecurringRecord) -> RecurringJob:
-        """The stored row as callers see it. Never raises: see ``problem``."""
-        problems: list[str] = []
-        call = cls.read_call(record, problems)
-        schedule = _shown_schedule(record.schedule, problems)
-        return cls(
-            **call,
-            schedule=schedule,
-            enabled=record.enabled,
-            next_run_at=_shown_instant("next_run_at", record.next_run_at, problems),
-            last_run_at=_shown_instant("last_run_at", record.last_run_at, problems),
-            history=read_history(record.history, problems),
-            problem="; ".join(problems) or None,
-        )
-
-    def recent_firings(self) -> list[RecentFiring]:
-        """Its kept firings, newest first: scheduled ticks and manual triggers."""
-        return recent_firings(self.history)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; never raises (a flagged row carries ``problem``)."""
-        return {
-            **self._call_dict(),
-            "cron": self.schedule.cron or None,
-            "every": self.schedule.every,
-            "timezone": self.schedule.timezone,
-            "misfire_policy": self.schedule.misfire_policy,
-            "enabled": self.enabled,
-            "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
-            "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
-            "recent_firings": [firing.to_dict() for firing in self.recent_firings()],
-            "problem": self.problem,
-        }
+#: Recurring jobs per ``save_many`` round trip: each chunk is one script or transaction, all or
+#: nothing, and short enough not to hold a Redis server or a table's rows for long.
+SAVE_MANY_CHUNK = 500
 
 
 class RecurringJobs:
@@ -245,37 +138,25 @@ class RecurringJobs:
             one that does not; nothing is written.
         :raises StorageUnavailableError: storage could not be reached within ``retry_for``.
         """
-        validate_recurring_id(recurring_id)
-        seconds = every.total_seconds() if isinstance(every, timedelta) else every
-        schedule = Schedule(
+        record = new_recurring(
+            recurring_id,
+            task,
             cron,
+            every=every,
+            args=args,
+            kwargs=kwargs,
             timezone=timezone,
-            start_at=_epoch(start, "start"),
-            end_at=_epoch(end, "end"),
+            start=start,
+            end=end,
             misfire_policy=misfire_policy,
             misfire_cap=misfire_cap,
             misfire_grace=misfire_grace,
-            every=seconds,
-        )
-        spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
-        payload = spec.encode(0.0, self._max_payload_bytes).payload
-        upcoming = next_tick(schedule, self._clock.now())
-        if upcoming is None:
-            raise InvalidJobError(
-                f"schedule {schedule.describe()} of recurring job {recurring_id!r} never fires "
-                f"again: its end date {display_instant(schedule.end_at)} is before its next tick"
-            )
-        record = NewRecurring(
-            id=recurring_id,
-            task=task,
-            payload=payload,
-            schedule=schedule.to_json(),
             enabled=enabled,
-            next_run_at=upcoming,
+            now=self._clock.now(),
+            max_payload_bytes=self._max_payload_bytes,
+            **options,
         )
-        if not self._shards_verified:  # once: a store of another shard count never fires it
-            self._call(lambda: verify_shard_count(self._storage))
-            self._shards_verified = True
+        self._verify_shards()
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
         except RecordExistsError:
@@ -285,6 +166,97 @@ class RecurringJobs:
         found = self.get(recurring_id)
         assert found is not None
         return found
+
+    def save_many(
+        self, recurring_jobs: Iterable[Mapping[str, Any]], *, mode: SaveMode = "create"
+    ) -> list[bool]:
+        """Save many recurring jobs, ``SAVE_MANY_CHUNK`` per storage round trip.
+
+        Each item is a mapping of ``save``'s arguments, with the id under ``"id"``
+        (``{"id": "nightly", "task": "reports.build", "cron": "0 2 * * *", "queue": "reports"}``).
+        Every item is validated as ``save`` validates one before anything is written; then each
+        chunk is written all or nothing.
+
+        :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``, for every item.
+        :returns: per item, whether it was created (``False``: it replaced one).
+        :raises InvalidItemError: an item is invalid or repeats an id (the message names its
+            position and id; ``position`` holds it).
+        :raises InvalidJobError: ``mode`` is unknown, or it refuses an id of a chunk
+            (``create`` of one that exists, ``update`` of one that does not); nothing of that
+            chunk is written, no later chunk is tried, and the message says how many earlier
+            items were written.
+        :raises StorageUnavailableError: storage could not be reached within ``retry_for``.
+        """
+        if mode not in SAVE_MODES:
+            raise InvalidJobError(f"mode must be one of {', '.join(SAVE_MODES)}, not {mode!r}")
+        records = self._records(recurring_jobs)
+        self._verify_shards()
+        created: list[bool] = []
+        for start in range(0, len(records), SAVE_MANY_CHUNK):
+            chunk = records[start : start + SAVE_MANY_CHUNK]
+            try:
+                created += self._call(partial(self._storage.save_recurring_many, chunk, mode))
+            except (RecordExistsError, RecordNotFoundError) as exc:
+                written = f"the first {start} were written" if start else "nothing was written"
+                raise InvalidJobError(f"{exc.args[0]}: {written}") from None
+        return created
+
+    def check_many(self, recurring_jobs: Iterable[Mapping[str, Any]]) -> int:
+        """Validate items as ``save_many`` does and write nothing; returns how many there are.
+
+        :raises InvalidItemError: as ``save_many``.
+        """
+        return len(self._records(recurring_jobs))
+
+    def _records(self, recurring_jobs: Iterable[Mapping[str, Any]]) -> list[NewRecurring]:
+        """Every item as stored, validated, ids distinct; next runs from one storage time."""
+        now = self._clock.now()
+        records: list[NewRecurring] = []
+        seen: dict[str, int] = {}
+        for position, item in enumerate(recurring_jobs, start=1):
+            record = self._item_record(position, item, now)
+            if record.id in seen:
+                raise InvalidItemError(
+                    f"recurring job #{position} ({record.id!r}): the id is also item "
+                    f"#{seen[record.id]}; nothing was written",
+                    position,
+                )
+            seen[record.id] = position
+            records.append(record)
+        return records
+
+    def _item_record(self, position: int, item: Mapping[str, Any], now: float) -> NewRecurring:
+        """One ``save_many`` item as it is stored, or ``InvalidJobError`` naming the item."""
+        if not isinstance(item, Mapping):
+            raise InvalidItemError(
+                f"recurring job #{position}: a mapping of save()'s arguments is expected, "
+                f"not {type(item).__name__}; nothing was written",
+                position,
+            )
+        fields = dict(item)
+        recurring_id = fields.pop("id", None)
+        try:
+            if not isinstance(recurring_id, str):
+                raise InvalidJobError("its id (the key 'id') is missing or not text")
+            task = fields.pop("task", None)
+            if not isinstance(task, str):
+                raise InvalidJobError("its task (the key 'task') is missing or not text")
+            if "mode" in fields or "now" in fields:
+                raise InvalidJobError("'mode' is save_many's argument, not an item's")
+            return new_recurring(
+                recurring_id, task, now=now, max_payload_bytes=self._max_payload_bytes, **fields
+            )
+        except (InvalidJobError, TypeError) as exc:
+            shown = f" ({recurring_id!r})" if isinstance(recurring_id, str) else ""
+            raise InvalidItemError(
+                f"recurring job #{position}{shown}: {exc}; nothing was written", position
+            ) from None
+
+    def _verify_shards(self) -> None:
+        """Once: a store of another shard count would never fire what is saved in it."""
+        if not self._shards_verified:
+            self._call(lambda: verify_shard_count(self._storage))
+            self._shards_verified = True
 
     def get(self, recurring_id: str) -> RecurringJob | None:
         """The recurring job with this id, or ``None``; a stored one that no longer validates
@@ -374,11 +346,3 @@ class RecurringJobs:
         if record is None:
             raise InvalidJobError(f"recurring job {recurring_id!r} does not exist")
         return record
-
-
-def _epoch(moment: datetime | None, name: str) -> float | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        raise InvalidJobError(f"{name} date {moment.isoformat()} has no time zone")
-    return moment.timestamp()

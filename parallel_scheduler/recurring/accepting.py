@@ -1,0 +1,93 @@
+"""Where a recurring job is accepted: every argument of ``save`` (and of each ``save_many``
+item) validated and turned into the row storage keeps, with its next run; nothing is written
+here, so a refused job leaves storage as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jobs import JobSpec, display_instant
+from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule, next_tick
+from storage_adapters import InvalidIdentifierError, NewRecurring, validate_job_id
+
+__all__ = ["MAX_RECURRING_ID_LENGTH", "new_recurring", "validate_recurring_id"]
+
+MAX_RECURRING_ID_LENGTH = 200 - len("@trigger-2026-01-01T00:00:00.000000Z")
+
+
+def validate_recurring_id(recurring_id: str) -> str:
+    try:
+        validate_job_id(recurring_id)
+    except InvalidIdentifierError as exc:
+        raise InvalidJobError(f"recurring job id: {exc}") from None
+    if "@" in recurring_id:
+        raise InvalidJobError(f"recurring job id {recurring_id!r} must not contain '@'")
+    if len(recurring_id) > MAX_RECURRING_ID_LENGTH:
+        raise InvalidJobError(
+            f"recurring job id is {len(recurring_id)} characters; the limit is "
+            f"{MAX_RECURRING_ID_LENGTH}"
+        )
+    return recurring_id
+
+
+def new_recurring(
+    recurring_id: str,
+    task: str,
+    cron: str = "",
+    *,
+    every: float | timedelta | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    timezone: str = "UTC",
+    start: datetime | None = None,
+    end: datetime | None = None,
+    misfire_policy: MisfirePolicy = "run_once",
+    misfire_cap: int = 100,
+    misfire_grace: float = 60.0,
+    enabled: bool = True,
+    now: float,
+    max_payload_bytes: int,
+    **options: Any,
+) -> NewRecurring:
+    """The recurring job as stored, every argument validated (``RecurringJobs.save`` documents
+    them), its next run the first tick after ``now``; ``InvalidJobError`` names what is wrong."""
+    validate_recurring_id(recurring_id)
+    seconds = every.total_seconds() if isinstance(every, timedelta) else every
+    schedule = Schedule(
+        cron,
+        timezone=timezone,
+        start_at=_epoch(start, "start"),
+        end_at=_epoch(end, "end"),
+        misfire_policy=misfire_policy,
+        misfire_cap=misfire_cap,
+        misfire_grace=misfire_grace,
+        every=seconds,
+    )
+    spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
+    payload = spec.encode(0.0, max_payload_bytes).payload
+    upcoming = next_tick(schedule, now)
+    if upcoming is None:
+        raise InvalidJobError(
+            f"schedule {schedule.describe()} of recurring job {recurring_id!r} never fires "
+            f"again: its end date {display_instant(schedule.end_at)} is before its next tick"
+        )
+    return NewRecurring(
+        id=recurring_id,
+        task=task,
+        payload=payload,
+        schedule=schedule.to_json(),
+        enabled=enabled,
+        next_run_at=upcoming,
+    )
+
+
+def _epoch(moment: datetime | None, name: str) -> float | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        raise InvalidJobError(f"{name} date {moment.isoformat()} has no time zone")
+    return moment.timestamp()

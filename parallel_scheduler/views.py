@@ -15,16 +15,27 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from parallel_scheduler.client import Client
+from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.jobs import Job, decode_payload
 from parallel_scheduler.process.health import Problem, health_problems
 from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.ranges import instant
 from parallel_scheduler.recurring.jobs import RecurringJob
-from parallel_scheduler.timeline import job_timeline
-from storage_adapters import JobRecord, JobState, OutcomeEvent, RecurringRecord
+from parallel_scheduler.timeline import job_timeline, outcome_view
+from storage_adapters import (
+    InvalidIdentifierError,
+    JobRecord,
+    JobState,
+    OutcomeEvent,
+    OutcomeStore,
+    RecurringRecord,
+    validate_job_id,
+)
+from storage_adapters.checks.outcomes import MAX_OUTCOME_IDS
 
 __all__ = [
     "cancel_view",
@@ -35,6 +46,7 @@ __all__ = [
     "schedule_view",
     "status_view",
     "triggered_view",
+    "with_outcomes",
 ]
 
 
@@ -188,3 +200,46 @@ def job_detail_view(record: JobRecord, events: list[OutcomeEvent]) -> dict[str, 
     """One job with its timeline (created, claimed, sent, then what the workers recorded):
     ``parallel-scheduler show --json`` and ``GET /api/v1/jobs/<id>``."""
     return {**job_view(record), "timeline": job_timeline(record, events)}
+
+
+def _firing_ids(views: Sequence[dict[str, Any]]) -> list[str]:
+    """The distinct, valid job ids of the views' recent firings (a history entry written by hand
+    may name no job, or an id no store accepts: it simply has no outcome)."""
+    ids: dict[str, None] = {}
+    for view in views:
+        for firing in view.get("recent_firings") or ():
+            job_id = firing.get("job_id")
+            if isinstance(job_id, str) and job_id not in ids:
+                try:
+                    ids[validate_job_id(job_id)] = None
+                except InvalidIdentifierError:
+                    continue
+    return list(ids)
+
+
+def with_outcomes(client: Client, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``views`` (``recurring_view``'s) with what became of their firings: ``firing_outcomes``
+    (the latest recorded state of each recent firing that has one, by job id) and
+    ``last_outcome`` (``outcome_view`` of the newest firing's latest outcome, or ``None``: no
+    firing yet, none recorded yet, or a store that keeps no outcomes). One storage read per
+    ``MAX_OUTCOME_IDS`` firings, never one per row: for the HTTP API's answers and the command
+    line's alike."""
+    store = client.storage
+    ids = _firing_ids(views)
+    latest: dict[str, OutcomeEvent] = {}
+    if isinstance(store, OutcomeStore):
+        for start in range(0, len(ids), MAX_OUTCOME_IDS):
+            batch = ids[start : start + MAX_OUTCOME_IDS]
+            latest.update(
+                call_storage(partial(store.latest_outcomes, batch), give_up_after=client.retry_for)
+            )
+    for view in views:
+        firings = view.get("recent_firings")
+        firings = firings if isinstance(firings, list) else []
+        shown = [firing.get("job_id") for firing in firings]
+        view["firing_outcomes"] = {
+            job_id: latest[job_id].state.value for job_id in shown if job_id in latest
+        }
+        newest = latest.get(shown[0]) if shown and shown[0] is not None else None
+        view["last_outcome"] = None if newest is None else outcome_view(newest)
+    return views

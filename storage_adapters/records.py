@@ -107,13 +107,23 @@ class JobQuery:
     inclusive bounds on ``due_at``; ``task`` matches exactly. ``after`` is the ``(due_at, id)``
     of the last row of the previous page: the page starts strictly after it (keyset pagination,
     so a page costs its own size wherever it is). Adapters check it and refuse bad fields by name
-    (``browse.check_job_query``)."""
+    (``browse.check_job_query``).
+
+    The text filters compare characters exactly, case included, on every backend (no wildcard:
+    ``%``, ``_`` and ``*`` are themselves): ``id_prefix`` and ``task_prefix`` keep the jobs whose
+    id or task starts with them, ``error_contains`` those whose ``last_error`` contains it. Only
+    state, due range and keyset bound the walk by an index; the text filters (and ``task``) are
+    checked on the rows walked, so a rare match can mean a walk of every job in the state (an SQL
+    store may read a selective id prefix from its primary key instead: ``sql/browse.py``)."""
 
     state: JobState | None = None
     task: str | None = None
     due_from: float | None = None
     due_to: float | None = None
     after: tuple[float, str] | None = None
+    id_prefix: str | None = None
+    task_prefix: str | None = None
+    error_contains: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,20 +1,28 @@
-"""``recurring add|list|pause|resume|trigger|remove``: manage recurring (cron or interval) jobs.
+"""``recurring add|list|show|pause|resume|trigger|remove``: manage recurring (cron or interval)
+jobs (``recurring import`` is ``recurring_import.py``).
 
 ``recurring list`` shows every stored row, flagging one whose schedule or payload this version
 cannot read (see ``render``), so the command that finds a broken recurring job never breaks on it.
+``recurring list`` and ``recurring show`` give each job's firings with their outcomes
+(``views.with_outcomes``, read in batches, never one read per row). Their ``--json`` is the HTTP
+API's shape (``GET /api/v1/recurring``, ``GET /api/v1/recurring/{id}``), made by the same
+function; tests/cli/test_cli_recurring_outcomes.py holds the two to one shape.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg, json_arg
+from parallel_scheduler.cli.recurring_import import add_import_command
 from parallel_scheduler.cli.render import print_listing
-from parallel_scheduler.views import recurring_view
+from parallel_scheduler.timeline import timeline_line
+from parallel_scheduler.views import recurring_view, with_outcomes
 from storage_adapters.errors import one_line
 
 __all__ = ["add_commands"]
@@ -51,6 +59,13 @@ def add_commands(commands: Any) -> None:
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=cmd_recurring_list)
 
+    show = actions.add_parser(
+        "show", help="one recurring job: its schedule, call, and recent firings with outcomes"
+    )
+    show.add_argument("recurring_id", metavar="ID")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_recurring_show)
+
     for name, help_text in (
         ("pause", "stop firing until resumed"),
         ("resume", "fire again, from the next tick on"),
@@ -60,6 +75,7 @@ def add_commands(commands: Any) -> None:
         action = actions.add_parser(name, help=help_text)
         action.add_argument("recurring_id", metavar="ID")
         action.set_defaults(handler=cmd_recurring_action)
+    add_import_command(actions)
 
 
 def cmd_recurring_add(ns: argparse.Namespace) -> int:
@@ -96,10 +112,17 @@ def _recent_text(view: dict[str, Any]) -> str | None:
     return ", ".join(shown) or None
 
 
+def _last_outcome_text(view: dict[str, Any]) -> str | None:
+    """The newest firing's latest outcome state; ``None`` (shown ``-``) when there is none."""
+    last = view.get("last_outcome")
+    return None if last is None else str(last["state"])
+
+
 def cmd_recurring_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         storage = client.storage
         records = read(client, lambda: storage.list_recurring(ns.limit, ns.offset))
+        views = with_outcomes(client, [recurring_view(record) for record in records])
     columns: dict[str, str | Callable[[dict[str, Any]], object]] = {
         "id": "id",
         "task": "task",
@@ -108,10 +131,59 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
         "enabled": "enabled",
         "next run": "next_run_at",
         "last run": "last_run_at",
+        "last outcome": _last_outcome_text,
         "recent firings": _recent_text,
         "problem": "problem",
     }
-    print_listing([recurring_view(record) for record in records], columns, as_json=ns.json)
+    print_listing(views, columns, as_json=ns.json)
+    return 0
+
+
+def _firing_line(firing: dict[str, Any], outcomes: dict[str, str]) -> str:
+    """One recent firing as text: its time, its job, its outcome (``-``: none yet), a trigger's
+    ``(triggered)``."""
+    job_id = firing.get("job_id")
+    parts = [str(firing.get("at") or "-"), one_line(str(job_id or "?"))]
+    parts.append(outcomes.get(job_id, "-") if isinstance(job_id, str) else "-")
+    if firing.get("trigger"):
+        parts.append("(triggered)")
+    return "  ".join(parts)
+
+
+def cmd_recurring_show(ns: argparse.Namespace) -> int:
+    with open_client(ns, read_only=True) as client:
+        storage = client.storage
+        record = read(client, lambda: storage.get_recurring(ns.recurring_id))
+        views = [] if record is None else with_outcomes(client, [recurring_view(record)])
+    if not views:
+        print(
+            f"parallel-scheduler: no such recurring job: {one_line(ns.recurring_id)}",
+            file=sys.stderr,
+        )
+        return 1
+    view = views[0]
+    if ns.json:
+        print(json.dumps(view, indent=2))
+        return 0
+    firings = view.get("recent_firings") or []
+    outcomes = view.get("firing_outcomes") or {}
+    last = view.get("last_outcome")
+    shown = {
+        name: value
+        for name, value in view.items()
+        if name not in ("recent_firings", "firing_outcomes", "last_outcome")
+    }
+    width = max(len(name) for name in (*shown, "last outcome"))
+    for name, value in shown.items():
+        if isinstance(value, (list, dict)):
+            value = json.dumps(value, ensure_ascii=False)
+        print(f"{name:<{width}}  {'-' if value is None else value}")
+    outcome = "-" if last is None else f"{last['at']}  {timeline_line(last)}"
+    print(f"{'last outcome':<{width}}  {outcome}")
+    for firing in firings:  # newest first, one line each, under the one name
+        print(f"{'firing':<{width}}  {_firing_line(firing, outcomes)}")
+    if not firings:
+        print(f"{'firing':<{width}}  none yet")
     return 0
 
 

@@ -1,10 +1,12 @@
 """Finding jobs for the pages: the filters of the Jobs page and keyset paging through storage.
 
-Storage serves state, task and due-time range from an index (``list_jobs_page``, ordered by
-``(due_at, id)``, never OFFSET). Two filters are not in any index: the queue (inside the
-payload's options) and "has a last error". For those the page is filtered here, fetching more
-pages until it is full or ``SCAN_BOUND`` rows were read; the page then says how many rows it
-read, and its "next" link continues after the last row *read*, so nothing is skipped.
+Storage serves state, task, task prefix, id prefix and due-time range (``list_jobs_page``,
+ordered by ``(due_at, id)``, never OFFSET). Three filters are not in any index and could cost a
+walk of every job: the queue (inside the payload's options), "has a last error" and the text a
+last error contains. For those the page is filtered here, fetching more pages until it is full
+or ``SCAN_BOUND`` rows were read; the page then says how many rows it searched, and its "next"
+link continues after the last row *read*, so nothing is skipped. (Storage could filter on the
+error text itself, ``JobQuery.error_contains``, but with no bound on the rows it walks.)
 """
 
 from __future__ import annotations
@@ -47,30 +49,38 @@ class JobFilter:
     has_error: bool = False
     due_from: float | None = None
     due_to: float | None = None
+    id_prefix: str | None = None
+    task_prefix: str | None = None
+    error_contains: str | None = None
 
     @property
     def state_only(self) -> bool:
         """Whether only the state filters (``count_by_state`` then counts exactly)."""
-        return (
-            not self.scans and self.task is None and self.due_from is None and self.due_to is None
-        )
+        return not self.scans and self.query() == JobQuery(state=self.state)
 
     @property
     def scans(self) -> bool:
-        """Whether rows are filtered here (not by an index), so a page may read many rows."""
-        return self.queue is not None or self.has_error
+        """Whether rows are filtered here (not by storage), so a page may read many rows."""
+        return self.queue is not None or self.has_error or self.error_contains is not None
 
     def query(self, after: tuple[float, str] | None = None) -> JobQuery:
+        """What storage filters on (all but the queue and the error filters)."""
         return JobQuery(
             state=self.state,
             task=self.task,
             due_from=self.due_from,
             due_to=self.due_to,
             after=after,
+            id_prefix=self.id_prefix,
+            task_prefix=self.task_prefix,
         )
 
     def keeps(self, record: JobRecord) -> bool:
-        if self.has_error and not record.last_error:
+        """Whether ``record`` passes the filters storage does not check (``query``'s are)."""
+        error = record.last_error
+        if self.has_error and not error:
+            return False
+        if self.error_contains is not None and (error is None or self.error_contains not in error):
             return False
         return self.queue is None or queue_of(record) == self.queue
 

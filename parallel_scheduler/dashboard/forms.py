@@ -1,23 +1,38 @@
-"""What every action form shares: the confirmation tick box, and the filters of the Jobs page
-read from a query string or a form (the bulk cancel posts the filters it previewed)."""
+"""What every action form shares: the confirmation tick box, JSON typed into a text area, and
+the filters of the Jobs page read from a query string or a form (the bulk cancel posts the filters
+it previewed)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from parallel_scheduler.dashboard.browse import JobFilter
 from parallel_scheduler.dashboard.context import viewer_zone
 from parallel_scheduler.dashboard.inputs import (
     BadInput,
+    parse_id_prefix,
     parse_instant,
+    parse_json,
+    parse_search,
     parse_state,
     parse_task,
     parse_text,
 )
 
-__all__ = ["filter_args", "read_filter", "require_confirmation"]
+__all__ = ["filter_args", "parse_json_field", "read_filter", "require_confirmation"]
 
-FILTER_FIELDS = ("state", "task", "queue", "error", "due_from", "due_to")
+FILTER_FIELDS = (
+    "state",
+    "id_prefix",
+    "task",
+    "task_prefix",
+    "queue",
+    "error",
+    "error_contains",
+    "due_from",
+    "due_to",
+)
 
 
 def require_confirmation(form: Mapping[str, str]) -> None:
@@ -25,9 +40,22 @@ def require_confirmation(form: Mapping[str, str]) -> None:
         raise BadInput("the action was not confirmed: tick the confirmation box and submit again")
 
 
+def parse_json_field(
+    values: Mapping[str, str], field: str, kind: type[list[Any]] | type[dict[str, Any]]
+) -> Any:
+    """A JSON array (``kind=list``) or object (``dict``) typed into a text area (``parse_json``:
+    empty is empty), or ``BadInput`` naming the field; JSON nested deeper than Python can parse
+    is refused by name too, never a 500."""
+    try:
+        return parse_json(values, field, kind)
+    except RecursionError:
+        raise BadInput(f"{field} is nested too deeply to be read") from None
+
+
 def read_filter(values: Mapping[str, str], default_state: str | None = "scheduled") -> JobFilter:
-    """The Jobs page filters. ``state`` defaults to scheduled (the indexed, common view);
-    ``state=any`` lists every state."""
+    """The Jobs page filters (the API's job list takes the same). ``state`` defaults to
+    scheduled (the indexed, common view); ``state=any`` lists every state. Each bad value is a
+    ``BadInput`` naming its field."""
     shown = dict(values)
     if "state" not in shown and default_state is not None:
         shown["state"] = default_state
@@ -46,6 +74,9 @@ def read_filter(values: Mapping[str, str], default_state: str | None = "schedule
         has_error=error == "1",
         due_from=due_from,
         due_to=due_to,
+        id_prefix=parse_id_prefix(values),
+        task_prefix=parse_task(values, "task_prefix"),
+        error_contains=parse_search(values),
     )
 
 

@@ -19,22 +19,28 @@ from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.ranges import in_range
 from parallel_scheduler.recurring import triggers
 from storage_adapters import JobState
+from storage_adapters.checks.browse import MAX_ERROR_SEARCH
 from storage_adapters.errors import InvalidIdentifierError
-from storage_adapters.records import MAX_TASK_NAME_LENGTH, validate_job_id
+from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_job_id
 
 __all__ = [
+    "OTHER_ZONES",
     "BadInput",
     "cursor_text",
     "parse_cursor",
+    "parse_id_prefix",
     "parse_instant",
     "parse_int",
     "parse_job_id",
     "parse_json",
+    "parse_search",
     "parse_seconds",
     "parse_state",
+    "parse_task",
     "parse_text",
     "parse_trail",
     "parse_zone",
+    "zone_groups",
     "zone_names",
     "zone_options",
 ]
@@ -69,8 +75,22 @@ def parse_text(values: Mapping[str, str], field: str, limit: int = MAX_TEXT) -> 
     return text or None
 
 
-def parse_task(values: Mapping[str, str]) -> str | None:
-    return parse_text(values, "task", MAX_TASK_NAME_LENGTH)
+def parse_task(values: Mapping[str, str], field: str = "task") -> str | None:
+    """A task name, or the start of one (``task_prefix``)."""
+    return parse_text(values, field, MAX_TASK_NAME_LENGTH)
+
+
+def parse_id_prefix(values: Mapping[str, str], field: str = "id_prefix") -> str | None:
+    """The start of a job id: printable, no space (no job id holds one)."""
+    text = parse_text(values, field, MAX_JOB_ID_LENGTH)
+    if text is not None and " " in text:
+        raise BadInput(f"{field} {text!r} has a space: no job id holds one")
+    return text
+
+
+def parse_search(values: Mapping[str, str], field: str = "error_contains") -> str | None:
+    """Text to search for inside a value (a job's last error)."""
+    return parse_text(values, field, MAX_ERROR_SEARCH)
 
 
 def parse_state(values: Mapping[str, str], field: str = "state") -> JobState | None:
@@ -102,16 +122,41 @@ def zone_names() -> tuple[str, ...]:
     return ("UTC", *sorted(triggers.zone_names() - {"UTC"}))
 
 
+#: The group of the zones whose names hold no region (``CET``, ``Japan``, ``Zulu``, ...).
+OTHER_ZONES = "Other"
+
+
+@lru_cache(maxsize=1)
+def zone_groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every zone but UTC by region, the part of its name before the first ``/`` (``Africa``,
+    ``America``, ``Asia``, ``Europe``, ...), regions in alphabetical order, then the zones of no
+    region under ``OTHER_ZONES``."""
+    regions: dict[str, list[str]] = {}
+    for name in zone_names()[1:]:
+        region, slash, _ = name.partition("/")
+        regions.setdefault(region if slash else OTHER_ZONES, []).append(name)
+    other = regions.pop(OTHER_ZONES, [])
+    grouped = [(region, tuple(names)) for region, names in sorted(regions.items())]
+    return (*grouped, (OTHER_ZONES, tuple(other))) if other else tuple(grouped)
+
+
+def _zone_option(name: str, selected: str) -> Markup:
+    chosen = Markup(" selected") if name == selected else ""
+    return Markup('<option value="{0}"{1}>{0}</option>').format(name, chosen)
+
+
 @lru_cache(maxsize=64)
 def zone_options(selected: str) -> Markup:
-    """The ``<option>`` list of every zone, ``selected`` chosen: built once per zone, since
-    every page carries it (some 600 options)."""
-    return Markup("").join(
-        Markup('<option value="{0}"{1}>{0}</option>').format(
-            name, Markup(" selected") if name == selected else ""
+    """The options of every zone, ``selected`` chosen: UTC first, then one ``<optgroup>`` per
+    region (``zone_groups``; class ``zone-region``, by which ``live.js`` finds the lists it adds a
+    filter box to). Built once per zone, since every page carries it (some 600 options)."""
+    groups = (
+        Markup('<optgroup label="{0}" class="zone-region">{1}</optgroup>').format(
+            region, Markup("").join(_zone_option(name, selected) for name in names)
         )
-        for name in zone_names()
+        for region, names in zone_groups()
     )
+    return _zone_option("UTC", selected) + Markup("").join(groups)
 
 
 def parse_zone(values: Mapping[str, str], field: str = "tz") -> zoneinfo.ZoneInfo | None:

@@ -10,10 +10,17 @@ from dataclasses import dataclass
 
 from storage_adapters.checks.values import epoch_seconds, member, positive_seconds
 from storage_adapters.errors import InvalidArgumentError
-from storage_adapters.records import MAX_TASK_NAME_LENGTH, JobQuery, JobState, validate_job_id
+from storage_adapters.records import (
+    MAX_JOB_ID_LENGTH,
+    MAX_TASK_NAME_LENGTH,
+    JobQuery,
+    JobState,
+    validate_job_id,
+)
 
 __all__ = [
     "MAX_BUCKETS",
+    "MAX_ERROR_SEARCH",
     "MAX_PAGE",
     "Buckets",
     "buckets_until",
@@ -27,6 +34,8 @@ __all__ = [
 MAX_PAGE = 1000
 #: The most buckets ``finished_counts`` answers with (Redis counts each bucket on its own).
 MAX_BUCKETS = 10_000
+#: The longest text ``JobQuery.error_contains`` may search for.
+MAX_ERROR_SEARCH = 500
 
 
 def check_page_limit(limit: int) -> int:
@@ -50,13 +59,45 @@ def check_job_query(query: JobQuery) -> JobQuery:
         raise InvalidArgumentError(
             f"query.task must be a task name of 1-{MAX_TASK_NAME_LENGTH} characters, not {task!r}"
         )
+    id_prefix = _text("id_prefix", query.id_prefix, MAX_JOB_ID_LENGTH, "the start of a job id")
+    if id_prefix is not None and " " in id_prefix:
+        raise InvalidArgumentError(
+            f"query.id_prefix {id_prefix!r} has a space: no job id holds one"
+        )
+    task_prefix = _text(
+        "task_prefix", query.task_prefix, MAX_TASK_NAME_LENGTH, "the start of a task name"
+    )
+    error_contains = _text(
+        "error_contains", query.error_contains, MAX_ERROR_SEARCH, "text of an error"
+    )
     due_from = None if query.due_from is None else epoch_seconds("query.due_from", query.due_from)
     due_to = None if query.due_to is None else epoch_seconds("query.due_to", query.due_to)
     if due_from is not None and due_to is not None and due_from > due_to:
         raise InvalidArgumentError(
             f"query.due_from ({due_from!r}) is after query.due_to ({due_to!r})"
         )
-    return JobQuery(state, task, due_from, due_to, _after(query.after))
+    return JobQuery(
+        state,
+        task,
+        due_from,
+        due_to,
+        _after(query.after),
+        id_prefix=id_prefix,
+        task_prefix=task_prefix,
+        error_contains=error_contains,
+    )
+
+
+def _text(field: str, value: object, limit: int, what: str) -> str | None:
+    """A text filter: ``None``, or 1 to ``limit`` printable characters (so no NUL, which
+    PostgreSQL text cannot hold, and no line break, which no search box sends)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= limit or not value.isprintable():
+        raise InvalidArgumentError(
+            f"query.{field} must be {what}: 1-{limit} printable characters, not {value!r}"
+        )
+    return value
 
 
 def _after(after: object) -> tuple[float, str] | None:

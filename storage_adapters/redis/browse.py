@@ -8,8 +8,10 @@ id order the contract promises), so a page never scans what comes before it. A t
 checked on the members walked: ``lua/list_jobs_page.lua`` examines at most ``PAGE_BUDGET``
 members per call, and this module calls it again from the last one until the page is full or the
 index ends, so a rare task never blocks the server for long (the page is then read in several
-snapshots, as any two pages are). Finish counts are one ``ZCOUNT`` per bucket on the
-``finished:<state>`` indexes retention keeps (``lua/finished_counts.lua``).
+snapshots, as any two pages are). The id prefix, task prefix and error text filters are checked
+the same way, as bytes (the id prefix on the member itself, before the job is read). Finish counts
+are one ``ZCOUNT`` per bucket on the ``finished:<state>`` indexes retention keeps
+(``lua/finished_counts.lua``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class RedisBrowseStore(RedisPlumbing):
                 checked.task or "",
                 wanted - len(page),
                 PAGE_BUDGET,
+                checked.id_prefix or "",
+                checked.task_prefix or "",
+                checked.error_contains or "",
             ]
             more, last_due, last_id, rows = self._run("list_jobs_page", [index], args)
             page += (_record(row[0], row[1:]) for row in rows)

@@ -1,11 +1,23 @@
-"""``/api/v1/recurring``: list, get, create, update, pause, resume, trigger and remove recurring
-jobs, all through ``client.recurring`` (its validation, its error messages: an invalid cron, zone
-or interval is a 400 naming it). A create or update body is the whole recurring job: a field left
-out takes ``RecurringJobs.save``'s default, as on the command line."""
+"""``/api/v1/recurring``: list, get, create, update, edit, pause, resume, trigger and remove
+recurring jobs, all through ``client.recurring`` (its validation, its error messages: an invalid
+cron, zone or interval is a 400 naming it, and nothing is written).
+
+A create or ``PUT`` body is the whole recurring job: a field left out takes
+``RecurringJobs.save``'s default, as on the command line. A ``PATCH`` body names only what
+changes: every field left out keeps its stored value, ``options`` are merged key by key (an
+option set to ``null`` is removed), and the result is saved whole with ``mode="update"``.
+
+Every recurring job answered carries its firings' outcomes (``views.with_outcomes``):
+``firing_outcomes`` (the state of each recent firing's latest recorded outcome, by job id) and
+``last_outcome`` (the newest firing's latest outcome, whole), read in batches, never one storage
+read per row. The command
+line's ``recurring list --json`` and ``recurring show --json`` give the same shape.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, cast
 
 from flask import Blueprint, Response, request
@@ -23,9 +35,13 @@ from parallel_scheduler.dashboard.inputs import BadInput, parse_int
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
+from parallel_scheduler.jobs import utc_datetime
 from parallel_scheduler.recurring.triggers import MisfirePolicy
-from parallel_scheduler.views import recurring_view, removed_view, triggered_view
-from storage_adapters import RecurringRecord, SaveMode
+from parallel_scheduler.views import recurring_view, removed_view, triggered_view, with_outcomes
+from storage_adapters import (
+    RecurringRecord,
+    SaveMode,
+)
 
 __all__ = ["MISFIRE_POLICIES", "SAVE_FIELDS", "register"]
 
@@ -50,6 +66,11 @@ SAVE_FIELDS = (
 )
 
 
+def _answer(record: RecurringRecord) -> dict[str, Any]:
+    """One recurring job as every answer shows it: its view with its firings' outcomes."""
+    return with_outcomes(dashboard().client, [recurring_view(record)])[0]
+
+
 def _record(recurring_id: str) -> RecurringRecord | None:
     storage = dashboard().client.storage
     return read_storage(lambda: storage.get_recurring(recurring_id))
@@ -69,14 +90,16 @@ def list_recurring() -> Response:
     more = len(records) > limit
     return reply(
         {
-            "recurring": [recurring_view(record) for record in records[:limit]],
+            "recurring": with_outcomes(
+                dashboard().client, [recurring_view(record) for record in records[:limit]]
+            ),
             "next_offset": offset + limit if more else None,
         }
     )
 
 
 def get_recurring(recurring_id: str) -> Response:
-    return reply(recurring_view(_existing(path_id(recurring_id))))
+    return reply(_answer(_existing(path_id(recurring_id))))
 
 
 def _options(body: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +149,7 @@ def create_recurring() -> Response:
         raise ApiError(409, "conflict", f"recurring job {recurring_id!r} exists already")
     saved = _save(recurring_id, body, "create")
     audit("api_recurring_create", [recurring_id])
-    return reply(recurring_view(saved), 201)
+    return reply(_answer(saved), 201)
 
 
 def update_recurring(recurring_id: str) -> Response:
@@ -135,7 +158,91 @@ def update_recurring(recurring_id: str) -> Response:
     _existing(recurring_id)
     saved = _save(recurring_id, body, "update")
     audit("api_recurring_update", [recurring_id])
-    return reply(recurring_view(saved))
+    return reply(_answer(saved))
+
+
+def _given(body: dict[str, Any], field: str, kind: str) -> Any:
+    """A ``PATCH`` field: its value if given (checked as ``typed`` checks it), ``None`` if left
+    out. ``null`` keeps nothing and changes nothing, so it is refused by name."""
+    if field in body and body[field] is None:
+        raise BadInput(f"{field}: null is not a value; leave the field out to keep it")
+    return typed(body, field, kind)
+
+
+def _kept(given: Any, stored: Any) -> Any:
+    """The value given, or the stored one when the field was left out (``None``)."""
+    return stored if given is None else given
+
+
+def _given_number(body: dict[str, Any], field: str) -> float | None:
+    """A ``PATCH`` number of seconds (finite), ``None`` if left out; ``null`` is refused."""
+    _given(body, field, "number")
+    return optional_number(body, field)
+
+
+def _merged_options(stored: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The stored send options with the body's ``options`` merged in: an option given replaces
+    the stored one, an option given as ``null`` is removed, the others are kept."""
+    patch: dict[str, Any] = _given(body, "options", "object") or {}
+    unknown = sorted(set(patch) - ROUTING_OPTIONS)
+    if unknown:
+        shown = ", ".join(map(repr, unknown))[:300]
+        raise BadInput(f"options: unknown option(s) {shown}; known: {sorted(ROUTING_OPTIONS)}")
+    merged = {**stored, **patch}
+    return {name: value for name, value in merged.items() if value is not None}
+
+
+def _bound(body: dict[str, Any], field: str, stored: float | None) -> datetime | None:
+    """``start`` or ``end``: the one given (``null`` removes the bound), else the stored one."""
+    if field in body:
+        return optional_instant(body, field)
+    return None if stored is None else utc_datetime(stored)
+
+
+def edit_recurring(recurring_id: str) -> Response:
+    """``PATCH``: change only the fields given; the rest are saved as they are stored."""
+    recurring_id = path_id(recurring_id)
+    body = json_body(SAVE_FIELDS)
+    jobs = dashboard().client.recurring
+    stored = found(jobs.get(recurring_id), f"recurring job with id {recurring_id!r}")
+    if stored.problem is not None:
+        raise ApiError(
+            409,
+            "conflict",
+            f"recurring job {recurring_id!r} cannot be read whole ({stored.problem[:300]}), so "
+            "no field of it can be kept: replace it whole with PUT",
+        )
+    schedule = stored.schedule
+    cron, every = _given(body, "cron", "text"), _given_number(body, "every")
+    if cron is None and every is None:  # the schedule is kept
+        cron, every = schedule.cron, schedule.every
+    # else the one given replaces the other: a cron ends an interval, an interval a cron
+    policy = _kept(_given(body, "misfire_policy", "text"), schedule.misfire_policy)
+    if policy not in MISFIRE_POLICIES:
+        raise BadInput(f"misfire_policy {policy!r} is not one of {', '.join(MISFIRE_POLICIES)}")
+    cap, grace = _given(body, "misfire_cap", "integer"), _given_number(body, "misfire_grace")
+    enabled = _given(body, "enabled", "boolean")
+    args, kwargs = _given(body, "args", "list"), _given(body, "kwargs", "object")
+    jobs.save(
+        recurring_id,
+        _kept(_given(body, "task", "text"), stored.task),
+        cron or "",
+        every=every,
+        args=_kept(args, stored.args),
+        kwargs=_kept(kwargs, stored.kwargs),
+        timezone=_kept(_given(body, "timezone", "text"), schedule.timezone),
+        start=_bound(body, "start", schedule.start_at),
+        end=_bound(body, "end", schedule.end_at),
+        misfire_policy=cast(MisfirePolicy, policy),
+        misfire_cap=_kept(cap, schedule.misfire_cap),
+        misfire_grace=_kept(grace, schedule.misfire_grace),
+        enabled=_kept(enabled, stored.enabled),
+        mode="update",
+        **_merged_options(stored.options, body),
+    )
+    changed = ",".join(sorted(body)) or "nothing"
+    audit("api_recurring_edit", [recurring_id], f"fields={changed}")
+    return reply(_answer(_existing(recurring_id)))
 
 
 def _act(recurring_id: str, action: str, act: Callable[[str], Any]) -> Any:
@@ -154,12 +261,12 @@ def _act(recurring_id: str, action: str, act: Callable[[str], Any]) -> Any:
 
 def pause_recurring(recurring_id: str) -> Response:
     _act(recurring_id, "pause", dashboard().client.recurring.pause)
-    return reply(recurring_view(_existing(path_id(recurring_id))))
+    return reply(_answer(_existing(path_id(recurring_id))))
 
 
 def resume_recurring(recurring_id: str) -> Response:
     _act(recurring_id, "resume", dashboard().client.recurring.resume)
-    return reply(recurring_view(_existing(path_id(recurring_id))))
+    return reply(_answer(_existing(path_id(recurring_id))))
 
 
 def trigger_recurring(recurring_id: str) -> Response:
@@ -186,6 +293,9 @@ def register(api: Blueprint) -> None:
     api.add_url_rule("/recurring/<recurring_id>", "recurring_one", get_recurring)
     api.add_url_rule(
         "/recurring/<recurring_id>", "recurring_update", update_recurring, methods=["PUT"]
+    )
+    api.add_url_rule(
+        "/recurring/<recurring_id>", "recurring_edit", edit_recurring, methods=["PATCH"]
     )
     api.add_url_rule(
         "/recurring/<recurring_id>", "recurring_remove", remove_recurring, methods=["DELETE"]

@@ -50,7 +50,8 @@ def jobs() -> Any:
     limit = parse_int(request.args, "limit", PAGE_SIZE, 1, 500)
     after = parse_cursor(request.args)
     trail = parse_trail(request.args.getlist("back"))
-    page = fetch_page(board.client.storage, wanted, after, limit, board.client.retry_for)
+    storage, retry_for = board.client.storage, board.client.retry_for
+    page = fetch_page(storage, wanted, after, limit, retry_for, scan_bound=SCAN_BOUND)
     args: dict[str, Any] = dict(filter_args(request.args))
     if limit != PAGE_SIZE:
         args["limit"] = str(limit)

@@ -1,9 +1,17 @@
-"""The Recurring page: every recurring job with its schedule and recent firings; pause, resume,
-trigger now, remove, and the schedule edit form, whose validation is the API's own
-(``client.recurring.save(..., mode="update")``): its ``InvalidJobError`` is shown in the form."""
+"""The Recurring page: every recurring job with its schedule, its recent firings and the last
+outcome (the newest firing's latest recorded outcome, as a state badge; one storage read for the
+page's firings, never one per row); pause, resume, trigger now, remove; and the edit form.
+
+The edit form changes the schedule, the arguments and keyword arguments (JSON) and the queue, and
+saves the whole recurring job with ``client.recurring.save(..., mode="update")``, whose validation
+is the API's own: a refused form (bad JSON names its field; an ``InvalidJobError``) is shown again
+with the reason, and nothing is written. A field the form leaves out keeps its stored value, and
+so does every send option other than the queue."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
@@ -11,7 +19,7 @@ from flask import Flask, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from parallel_scheduler.dashboard.context import audit, dashboard
-from parallel_scheduler.dashboard.forms import require_confirmation
+from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
     BadInput,
     parse_int,
@@ -24,7 +32,7 @@ from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import utc_datetime
 from parallel_scheduler.recurring.jobs import RecurringJob
 from parallel_scheduler.recurring.triggers import MisfirePolicy
-from storage_adapters import OutcomeStore
+from storage_adapters import InvalidIdentifierError, OutcomeStore, validate_job_id
 
 __all__ = ["register"]
 
@@ -55,12 +63,22 @@ def _firing_outcomes(rows: list[RecurringJob]) -> dict[str, str]:
         firing.job_id
         for row in rows
         for firing in row.recent_firings()[:RECENT_FIRINGS]
-        if firing.job_id is not None
+        if firing.job_id is not None and _readable_id(firing.job_id)
     ]
     if not ids or not isinstance(store, OutcomeStore):
         return {}
     latest = call_storage(lambda: store.latest_outcomes(ids), give_up_after=client.retry_for)
     return {job_id: event.state.value for job_id, event in latest.items()}
+
+
+def _readable_id(job_id: str) -> bool:
+    """Whether a history entry's job id is one a store can look up (an entry written by hand
+    may hold anything: it is shown, with no outcome, and never breaks the page)."""
+    try:
+        validate_job_id(job_id)
+    except InvalidIdentifierError:
+        return False
+    return True
 
 
 def _existing(recurring_id: str) -> RecurringJob:
@@ -92,16 +110,42 @@ def recurring_action() -> Response:
     return redirect(url_for("recurring"), 303)
 
 
+def _call(found: RecurringJob, form: Mapping[str, str]) -> tuple[Any, Any, dict[str, Any]]:
+    """The arguments, keyword arguments and send options to save: each field the form gives
+    (``args`` a JSON array, ``kwargs`` a JSON object, a blank ``queue`` none), else as stored.
+    The send options other than the queue are always kept."""
+    args = parse_json_field(form, "args", list) if "args" in form else found.args
+    kwargs = parse_json_field(form, "kwargs", dict) if "kwargs" in form else found.kwargs
+    options = dict(found.options or {})
+    if "queue" in form:
+        queue = parse_text(form, "queue", 255)
+        if queue is None:
+            options.pop("queue", None)
+        else:
+            options["queue"] = queue
+    return args, kwargs, options
+
+
 def _save(found: RecurringJob) -> RecurringJob:
-    """The edited schedule, saved through the API (its validation, its error messages)."""
+    """The edited recurring job, saved whole through the API (its validation, its error
+    messages); every field is read and checked before anything is written."""
     form = request.form
-    cron = parse_text(form, "cron", 200) or ""
-    every = parse_seconds(form, "every")
-    policy = parse_text(form, "misfire_policy", 20) or "run_once"
+    schedule = found.schedule
+    if "cron" in form or "every" in form:
+        cron = parse_text(form, "cron", 200) or ""
+        every = parse_seconds(form, "every")
+    else:
+        cron, every = schedule.cron, schedule.every
+    policy: str = schedule.misfire_policy
+    zone = schedule.timezone
+    if "misfire_policy" in form:
+        policy = parse_text(form, "misfire_policy", 20) or "run_once"
     if policy not in MISFIRE_POLICIES:
         raise InvalidJobError(f"misfire policy {policy!r} is not one of {MISFIRE_POLICIES}")
+    if "timezone" in form:
+        zone = parse_text(form, "timezone", 100) or "UTC"
     grace = parse_seconds(form, "misfire_grace")
-    schedule = found.schedule
+    args, kwargs, options = _call(found, form)
     start = None if schedule.start_at is None else utc_datetime(schedule.start_at)
     end: datetime | None = None if schedule.end_at is None else utc_datetime(schedule.end_at)
     return dashboard().client.recurring.save(
@@ -109,9 +153,9 @@ def _save(found: RecurringJob) -> RecurringJob:
         found.task,
         cron,
         every=every,
-        args=found.args,
-        kwargs=found.kwargs,
-        timezone=parse_text(form, "timezone", 100) or "UTC",
+        args=args,
+        kwargs=kwargs,
+        timezone=zone,
         start=start,
         end=end,
         misfire_policy=cast(MisfirePolicy, policy),
@@ -119,7 +163,41 @@ def _save(found: RecurringJob) -> RecurringJob:
         misfire_grace=schedule.misfire_grace if grace is None else grace,
         enabled=found.enabled,
         mode="update",
-        **found.options,
+        **options,
+    )
+
+
+def _changed(before: RecurringJob, after: RecurringJob) -> str:
+    """What a save changed, for the audit line and the message: ``args,queue`` or ``nothing``."""
+    queue_before = (before.options or {}).get("queue")
+    queue_after = (after.options or {}).get("queue")
+    changes = (
+        ("schedule", before.schedule != after.schedule),
+        ("args", before.args != after.args),
+        ("kwargs", before.kwargs != after.kwargs),
+        ("queue", queue_before != queue_after),
+    )
+    return ",".join(name for name, differs in changes if differs) or "nothing"
+
+
+def _json_text(value: Any) -> str:
+    """A stored argument list or mapping as the text area shows it (``""`` when unreadable)."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _edit_page(found: RecurringJob, form: Any, error: str | None) -> str:
+    options = found.options or {}
+    queue = options.get("queue")
+    return render_template(
+        "recurring_edit.html",
+        job=found,
+        form=form,
+        error=error,
+        policies=MISFIRE_POLICIES,
+        args_text=_json_text(found.args),
+        kwargs_text=_json_text(found.kwargs),
+        queue="" if queue is None else str(queue),
+        other_options=_json_text({k: v for k, v in options.items() if k != "queue"} or None),
     )
 
 
@@ -128,22 +206,15 @@ def recurring_edit() -> Any:
     recurring_id = parse_job_id(values)
     found = _existing(recurring_id)
     if request.method == "GET":
-        return render_template(
-            "recurring_edit.html", job=found, form=None, error=None, policies=MISFIRE_POLICIES
-        )
+        return _edit_page(found, None, None)
     try:
         require_confirmation(request.form)
         saved = _save(found)
     except (InvalidJobError, BadInput) as exc:
-        return render_template(
-            "recurring_edit.html",
-            job=found,
-            form=request.form,
-            error=str(exc),
-            policies=MISFIRE_POLICIES,
-        ), 400
-    audit("recurring_edit", [recurring_id], saved.schedule.describe())
-    flash(f"recurring job {recurring_id} saved: {saved.schedule.describe()}")
+        return _edit_page(found, request.form, str(exc)), 400
+    changed = _changed(found, saved)
+    audit("recurring_edit", [recurring_id], f"{saved.schedule.describe()} changed={changed}")
+    flash(f"recurring job {recurring_id} saved ({changed} changed): {saved.schedule.describe()}")
     return redirect(url_for("recurring"), 303)
 
 

@@ -13,11 +13,10 @@ from flask import Flask, flash, redirect, render_template, request, url_for
 
 from parallel_scheduler.dashboard import schedules
 from parallel_scheduler.dashboard.context import audit, dashboard
-from parallel_scheduler.dashboard.forms import require_confirmation
+from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
     BadInput,
     parse_job_id,
-    parse_json,
     parse_seconds,
     parse_task,
     parse_text,
@@ -71,8 +70,8 @@ def _create(schedule: Schedule) -> Any:
         task,
         schedule.cron,
         every=schedule.every,
-        args=parse_json(form, "args", list),
-        kwargs=parse_json(form, "kwargs", dict),
+        args=parse_json_field(form, "args", list),
+        kwargs=parse_json_field(form, "kwargs", dict),
         timezone=schedule.timezone,
         misfire_policy=schedule.misfire_policy,
         mode="create",

@@ -108,7 +108,7 @@ def test_an_idle_delayed_pass_costs_one_storage_call(
         assert stats.idle and not stats.lock_acquired and stats.released == 0
         assert scheduler.held is None and storage.lock_holder(LOCK) is None
         # And the sleep ends when the peeked job falls due, not a whole poll interval later
-        assert 20 < delay <= 30
+        assert 20 < delay <= 30.05  # the clock is read twice, microseconds apart
         # And the liveness record sees an idle pass that just ended, not an old one
         assert scheduler.last_pass is not None and scheduler.last_pass[1] is stats
     finally:

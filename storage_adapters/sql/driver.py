@@ -9,8 +9,8 @@ and SQLAlchemy's per-execution work (execution context, result and row objects, 
 around a pool check-out and return) was about a third of it. A client storing one job per call
 takes the same road for its insert (``Statements.add_job``): there the bulk statement
 (SQLAlchemy's execution layer, and five arrays of one element each to dump and unnest) cost about
-half of the call's CPU. A bulk insert on PostgreSQL sends its arrays in the driver's binary format
-(``ArrayInsert``).
+half of the call's CPU. A bulk insert on PostgreSQL, and a chunk of recurring firings, send their
+arrays in the driver's binary format (``BinaryArrays``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from storage_adapters.records import NewJob
 from storage_adapters.sql.job_statements import NEW_JOB_FIELDS
 
-__all__ = ["ArrayInsert", "DriverStatement", "HeldConnections"]
+__all__ = ["ArrayInsert", "BinaryArrays", "DriverStatement", "HeldConnections"]
 
 
 class DriverStatement:
@@ -76,40 +76,49 @@ class DriverStatement:
         return tuple(values.get(name) for name in self._order)
 
 
-class ArrayInsert:
-    """``Statements.add_jobs`` on PostgreSQL as the driver runs it: one array per column of
-    ``NEW_JOB_FIELDS``, each sent in the driver's binary format (``%(name)b``).
+class BinaryArrays:
+    """A PostgreSQL statement whose array parameters (``names``) the driver sends in its binary
+    format (``%(name)b``).
 
     psycopg's text format for an array quotes and escapes every element with a regular
-    expression (and a JSON payload is full of quotes): for a page of 1,000 jobs that was about
-    two thirds of the CPU a bulk accept cost the caller. The binary format writes each element as
-    its length and its UTF-8 bytes. The arrays skip SQLAlchemy's bind processors (they only copy
-    each list): ``parameters`` builds plain lists of ``str``, ``float`` and ``None``.
+    expression (and a JSON payload or history is full of quotes): for a page of 1,000 jobs that
+    was about two thirds of the CPU a bulk accept cost the caller. The binary format writes each
+    element as its length and its UTF-8 bytes. The arrays skip SQLAlchemy's bind processors
+    (they only copy each list): callers give plain lists of ``str``, ``float``, ``int`` and
+    ``None``, beside ``constants``.
     """
 
-    ARRAYS = tuple(f"{name}s" for name in NEW_JOB_FIELDS)
-
-    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
+    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect, names: tuple[str, ...]):
         compiled = DriverStatement(statement, dialect)
         if compiled.positional:
             raise ValueError("the arrays are named parameters (psycopg's pyformat)")
         sql = compiled.sql
-        for name in self.ARRAYS:
+        for name in names:
             placeholder = f"%({name})s"
             if sql.count(placeholder) != 1:
                 raise ValueError(f"parameter {name!r} is not in the statement once")
             sql = sql.replace(placeholder, f"%({name})b")
         self.sql = sql
         #: what the statement binds besides the arrays (the new job's attempts, 0)
-        self._constants = {
-            name: value for name, value in compiled.defaults.items() if name not in self.ARRAYS
+        self.constants = {
+            name: value for name, value in compiled.defaults.items() if name not in names
         }
+
+
+class ArrayInsert(BinaryArrays):
+    """``Statements.add_jobs`` on PostgreSQL as the driver runs it: one array per column of
+    ``NEW_JOB_FIELDS``, each in the driver's binary format."""
+
+    ARRAYS = tuple(f"{name}s" for name in NEW_JOB_FIELDS)
+
+    def __init__(self, statement: sa.ClauseElement, dialect: sa.Dialect) -> None:
+        super().__init__(statement, dialect, self.ARRAYS)
 
     def parameters(self, page: Sequence[NewJob]) -> dict[str, Any]:
         """The parameters that insert ``page``, checked new jobs."""
         ids, tasks, payloads, due_ats, envelopes = self.ARRAYS
         return {
-            **self._constants,
+            **self.constants,
             ids: [job.id for job in page],
             tasks: [job.task for job in page],
             payloads: [job.payload for job in page],

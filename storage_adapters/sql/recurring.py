@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from storage_adapters.checks.lookups import names_no_job
@@ -27,8 +28,10 @@ from storage_adapters.records import (
     RecurringRecord,
     SaveMode,
 )
+from storage_adapters.sql.driver import BinaryArrays
 from storage_adapters.sql.plumbing import RollBack, SQLPlumbing
 from storage_adapters.sql.recurring_rows import (
+    FIRING_ARRAYS,
     firing_arrays,
     firing_params,
     recurring_record,
@@ -42,6 +45,9 @@ __all__ = ["SQLRecurringStore"]
 
 class SQLRecurringStore(SQLPlumbing):
     """Recurring jobs: saved, read, paused and fired with a compare-and-set on their version."""
+
+    #: ``_fire_arrays``'s compiled statement, with the statement it was compiled from
+    _fire_arrays_statement: tuple[sa.Update, BinaryArrays] | None = None
 
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
         check_save_mode(mode)
@@ -141,14 +147,24 @@ class SQLRecurringStore(SQLPlumbing):
     ) -> set[str]:
         """The ids of ``planned`` whose version still matched, now advanced."""
         statement = self._sql.fire_recurring_many
-        if statement is not None:  # PostgreSQL: the chunk in one statement
-            params = {**fence, **firing_arrays(planned)}
-            return set(conn.execute(statement, params).scalars().all())
+        if statement is not None:  # PostgreSQL: the chunk in one statement, binary arrays
+            arrays = self._fire_arrays(statement)
+            params = {**arrays.constants, **fence, **firing_arrays(planned)}
+            return set(conn.exec_driver_sql(arrays.sql, params).scalars().all())
         return {
             item.recurring_id
             for item in planned
             if conn.execute(self._sql.fire_recurring, {**fence, **firing_params(item)}).first()
         }
+
+    def _fire_arrays(self, statement: sa.Update) -> BinaryArrays:
+        """``Statements.fire_recurring_many`` as the driver runs it, compiled on first use (and
+        again for a sibling's own statement: another prefix's tables)."""
+        cached = self._fire_arrays_statement
+        if cached is None or cached[0] is not statement:
+            cached = (statement, BinaryArrays(statement, self._engine.dialect, FIRING_ARRAYS))
+            self._fire_arrays_statement = cached
+        return cached[1]
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring

@@ -16,6 +16,7 @@ from storage_adapters.checks.values import check_manual_firing, check_new_recurr
 from storage_adapters.records import ManualFiring, NewRecurring, PlannedFiring, RecurringRecord
 
 __all__ = [
+    "FIRING_ARRAYS",
     "firing_arrays",
     "firing_params",
     "recurring_record",
@@ -52,16 +53,32 @@ def firing_params(item: PlannedFiring) -> dict[str, Any]:
     }
 
 
+#: The array parameters of ``Statements.fire_recurring_many``, one per column.
+FIRING_ARRAYS = (
+    "planned_id",
+    "planned_expected_version",
+    "planned_next_run_at",
+    "planned_last_run_at",
+    "planned_history",
+)
+
+
 def firing_arrays(planned: Sequence[PlannedFiring]) -> dict[str, Any]:
     """The bound parameters of ``Statements.fire_recurring_many`` (but the lock's): one array
-    per column, from items ``check_planned_firings`` has checked."""
+    per column (``FIRING_ARRAYS``), from items ``check_planned_firings`` has checked; times as
+    floats, one element type per array."""
+    ids, versions, next_runs, last_runs, histories = FIRING_ARRAYS
     return {
-        "planned_id": [item.recurring_id for item in planned],
-        "planned_expected_version": [item.version for item in planned],
-        "planned_next_run_at": [item.firing.next_run_at for item in planned],
-        "planned_last_run_at": [item.firing.last_run_at for item in planned],
-        "planned_history": [item.firing.history for item in planned],
+        ids: [item.recurring_id for item in planned],
+        versions: [item.version for item in planned],
+        next_runs: [_float(item.firing.next_run_at) for item in planned],
+        last_runs: [_float(item.firing.last_run_at) for item in planned],
+        histories: [item.firing.history for item in planned],
     }
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def trigger_params(recurring_id: str, version: int, firing: ManualFiring) -> dict[str, Any]:

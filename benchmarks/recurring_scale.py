@@ -39,7 +39,7 @@ import redis
 from benchmarks.harness.report import git_commit, load_average, refuse_existing, write_once
 from benchmarks.service_burst import COMMAND, POSTGRESQL, REDIS, _broker
 from parallel_scheduler import Client
-from storage_adapters import from_url
+from storage_adapters import from_url, shard_of, shard_prefix
 
 ZONES = [
     "UTC",
@@ -129,7 +129,9 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         result["save_many_jobs_per_s"] = round(ns.jobs / result["save_many_s"])
         if time.time() > first - 5:
             raise SystemExit("saving ended too close to the first tick: nothing measured")
-        result["storage_bytes_per_recurring_job"] = _storage_bytes(ns.storage, url, prefix, ns.jobs)
+        result["storage_bytes_per_recurring_job"] = _storage_bytes(
+            ns.storage, url, prefix, ns.jobs, ns.shards
+        )
         base = [COMMAND, "--storage-url", url, "--prefix", prefix, "--shards", str(ns.shards)]
         command = [*base, "--log-level", "WARNING", "run", "--broker-url", _broker(REDIS)]
         processes.extend(
@@ -215,7 +217,7 @@ def _check(
         )
 
 
-def _storage_bytes(storage: str, url: str, prefix: str, jobs: int) -> float | None:
+def _storage_bytes(storage: str, url: str, prefix: str, jobs: int, shards: int) -> float | None:
     """Storage's size per recurring job: Redis's used memory delta is not attributable on a
     shared server, so the sum of MEMORY USAGE of a sample of keys; PostgreSQL's table size with
     its indexes."""
@@ -230,9 +232,14 @@ def _storage_bytes(storage: str, url: str, prefix: str, jobs: int) -> float | No
         engine.dispose()
         return round(float(size) / jobs) if size else None
     server = redis.Redis.from_url(url)
-    sample = [f"{{{prefix}}}:rec:r{n}" for n in random.Random(1).sample(range(jobs), 1000)]
+    ids = [f"r{n}" for n in random.Random(1).sample(range(jobs), 1000)]
+    sample = [f"{{{shard_prefix(prefix, shard_of(rid, shards))}}}:rec:{rid}" for rid in ids]
     hashes = sum(server.memory_usage(key) or 0 for key in sample) / len(sample)
-    indexes = sum(server.memory_usage(f"{{{prefix}}}:{key}") or 0 for key in ("rec_ids", "rec_due"))
+    indexes = sum(
+        server.memory_usage(f"{{{shard_prefix(prefix, shard)}}}:{key}") or 0
+        for shard in range(shards)
+        for key in ("rec_ids", "rec_due")
+    )
     return round(hashes + indexes / jobs)
 
 

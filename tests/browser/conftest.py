@@ -57,7 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = Path(__file__).parent
     mine = [item for item in items if item.path.is_relative_to(here)]
     for item in mine:
-        item.add_marker(pytest.mark.timeout(BROWSER_TIMEOUT))
+        if item.get_closest_marker("timeout") is None:  # a module may ask for longer
+            item.add_marker(pytest.mark.timeout(BROWSER_TIMEOUT))
     if mine and not config.option.collectonly and not _chromium:
         try:
             _chromium["path"] = _ensure_chromium(config)

@@ -1,5 +1,6 @@
-"""The operations console in a real headless Chromium (Debian's, through Playwright's
-``executable_path``; nothing downloaded), against the dashboard served over HTTP on SQLite:
+"""The operations console in the browser tier's headless Chromium (Debian's, through
+Playwright's ``executable_path``; nothing downloaded; one per session, conftest.py), against the
+dashboard served over HTTP on SQLite:
 
 - the health banner appears without a reload on the Jobs page (which refreshes its list) and on
   a page that refreshes only the banner, once every scheduler has died;
@@ -16,17 +17,16 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from parallel_scheduler import Client
 from parallel_scheduler.dashboard import create_app
 from parallel_scheduler.dashboard.inputs import zone_groups, zone_names
 from storage_adapters import InstanceRecord, Storage
-from tests.browser.conftest import CHROMIUM, STEP_TIMEOUT_MS, VIEWPORT, Served
+from tests.browser.conftest import STEP_TIMEOUT_MS, VIEWPORT, Served
 from tests.conftest import SLOW_MACHINE_FACTOR
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,36 +38,14 @@ OPTIONS = "el => Array.from(el.options).map(o => o.value)"
 GROUPS = "el => Array.from(el.querySelectorAll('optgroup')).map(g => g.label)"
 
 
-@pytest.fixture(params=["sqlite"])
-def adapter_kind(request: pytest.FixtureRequest) -> str:
-    """SQLite: the pages and the script are what is tested (test_search.py covers the filters
-    on every storage kind)."""
-    return str(request.param)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"the browser tests need Chromium at {CHROMIUM} (Debian's chromium package, or "
-            "PARALLEL_SCHEDULER_TEST_CHROMIUM); Playwright's browser download is never used"
-        )
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        yield launched
-        launched.close()
-
-
 class Console:
     """A browser context over the served dashboard that fails the test on a script error, a
     refusal by the Content-Security-Policy or a JavaScript dialog."""
 
-    def __init__(self, chromium: Any, url: str) -> None:
+    def __init__(self, browser: Any, url: str) -> None:
         self.url = url
         self.problems: list[str] = []
-        self.context = chromium.new_context(viewport=VIEWPORT, timezone_id="UTC")
+        self.context = browser.new_context(viewport=VIEWPORT, timezone_id="UTC")
         self.context.set_default_timeout(STEP_TIMEOUT_MS)
 
     def open(self, path: str) -> Any:
@@ -84,14 +62,14 @@ class Console:
 
 
 @pytest.fixture
-def console(chromium: Any, client: Client) -> Iterator[Callable[..., Console]]:
+def console(browser: Any, client: Client) -> Iterator[Callable[..., Console]]:
     servers: list[Served] = []
     made: list[Console] = []
 
     def start(**options: Any) -> Console:
         served = Served(create_app(client, **options))
         servers.append(served)
-        made.append(Console(chromium, served.url))
+        made.append(Console(browser, served.url))
         return made[-1]
 
     yield start
@@ -257,12 +235,12 @@ def test_a_zone_filter_box_narrows_the_options(
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s['width']}x{s['height']}")
 def test_no_page_is_wider_than_the_window_with_the_new_controls(
-    chromium: Any, client: Client, size: dict[str, int]
+    browser: Any, client: Client, size: dict[str, int]
 ) -> None:
     now = client.storage.now()
     client.schedule("mail." + "x" * 70, eta=now - 5, job_id="wide-" + "9" * 100)  # due: banner
     served = Served(create_app(client))
-    context = chromium.new_context(viewport=size, timezone_id="UTC")
+    context = browser.new_context(viewport=size, timezone_id="UTC")
     context.set_default_timeout(STEP_TIMEOUT_MS)
     try:
         page = context.new_page()

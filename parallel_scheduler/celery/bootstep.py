@@ -19,7 +19,8 @@ import click
 from celery import bootsteps
 
 from parallel_scheduler.celery.integration import get_integration
-from parallel_scheduler.celery.outcome_metrics import OutcomeMetricsBridge
+from parallel_scheduler.celery.outcome_metrics import OutcomeMetricsCollector
+from parallel_scheduler.celery.outcome_spool import OutcomeSpool
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import use_json_for_package
 from parallel_scheduler.process.service import SchedulerService
@@ -40,8 +41,13 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
         super().__init__(worker, **kwargs)
         self.enabled = bool(parallel_scheduler)
         self._service: SchedulerService | None = None
+        self._spool: OutcomeSpool | None = None
         if self.enabled:
             self._check_configuration(worker.app)
+            if get_integration(worker.app).settings.metrics_port is not None:
+                # made before the pool forks, so its children inherit it and hand their outcome
+                # metrics to the /metrics this process serves
+                self._spool = OutcomeSpool()
 
     def _check_configuration(self, app: Any) -> None:
         try:
@@ -64,7 +70,8 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
             use_json_for_package()
         self._service = integration.make_service(owner=owner)
         if self._service.metrics is not None:  # the worker's outcome metrics beside the rest
-            self._service.metrics.registry.register(OutcomeMetricsBridge())
+            children = None if self._spool is None else self._spool.read
+            self._service.metrics.registry.register(OutcomeMetricsCollector(children))
         log_start(self._service)
         self._service.start()
 
@@ -72,6 +79,9 @@ class ParallelSchedulerStep(bootsteps.StartStopStep):  # type: ignore[misc]
         service, self._service = self._service, None
         if service is not None:
             service.close()  # in-flight work finishes, both locks are released
+        spool, self._spool = self._spool, None
+        if spool is not None:
+            spool.close()
 
     shutdown = stop
 

@@ -132,27 +132,52 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def scrape(port: int) -> str:
+    return str(
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    )
+
+
+def lateness_count(text: str, queue: str) -> float:
+    found = re.search(
+        rf'parallel_scheduler_start_lateness_seconds_count\{{queue="{queue}"\}} (\S+)', text
+    )
+    return 0.0 if found is None else float(found.group(1))
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        pytest.param(("--pool", "solo"), id="solo"),
+        # Celery's default: the tasks run in two child processes, not in the one serving /metrics
+        pytest.param(("--pool", "prefork"), id="prefork"),
+        # each child runs one task and is replaced: the ended children's counts must stay
+        pytest.param(("--pool", "prefork", "--max-tasks-per-child", "1"), id="prefork-recycled"),
+    ],
+)
 def test_the_worker_exposes_start_lateness_and_outcomes_as_metrics(
-    redis_cluster: Cluster,
+    redis_cluster: Cluster, pool: tuple[str, ...]
 ) -> None:
-    # Given a worker running the scheduler with its metrics served, tasks in its own process
+    # Given a worker running the scheduler with its metrics served, on the given pool
     cluster = redis_cluster
     port = free_port()
     cluster.env["PARALLEL_SCHEDULER_METRICS_PORT"] = str(port)
-    cluster.start_worker("--parallel-scheduler", "--pool", "solo")
+    cluster.start_worker("--parallel-scheduler", *pool)
     cluster.wait_ready(1)
     app = cluster.producer()
-    ok = app.send_task("plugin.record", ("ok",), {"n": 1}, countdown=1.2)
+    oks = [app.send_task("plugin.record", ("ok",), {"n": n}, countdown=1.2) for n in range(3)]
     bad = app.send_task("plugin.fail", ("bad",), countdown=1.2)
-    wait_until(lambda: ends_with(cluster, ok.id, S.SUCCEEDED), timeout=60)
-    wait_until(lambda: ends_with(cluster, bad.id, S.FAILED), timeout=60)
-    # When its metrics are scraped, Then the lateness per queue and the outcomes per task show
-    url = f"http://127.0.0.1:{port}/metrics"
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    lateness = re.search(
-        rf'parallel_scheduler_start_lateness_seconds_count\{{queue="{cluster.queue}"\}} (\S+)', text
-    )
-    assert lateness is not None and float(lateness.group(1)) == 2.0, text
-    for task, outcome in (("plugin.record", "succeeded"), ("plugin.fail", "failed")):
-        line = f'parallel_scheduler_task_outcomes_total{{outcome="{outcome}",task="{task}"}} 1.0'
+    ended = ([S.SUCCEEDED], [S.FAILED])
+    for job in (*oks, bad):
+        wait_until(lambda job=job: states(cluster, job.id)[-1:] in ended, timeout=60)
+    # When its metrics are scraped, Then every run shows: the lateness per queue (one
+    # observation per started job) and the outcomes per task, whichever process ran them
+    wait_until(lambda: lateness_count(scrape(port), cluster.queue) == 4.0, timeout=30)
+    text = scrape(port)
+    for task, outcome, count in (("plugin.record", "succeeded", 3), ("plugin.fail", "failed", 1)):
+        line = (
+            f'parallel_scheduler_task_outcomes_total{{outcome="{outcome}",task="{task}"}} {count}.0'
+        )
         assert line in text, text
+    # and the counts stay put: a later scrape (the children's files folded in) says the same
+    assert lateness_count(scrape(port), cluster.queue) == 4.0

@@ -26,6 +26,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 
+from storage_adapters.checks.lookups import checked_id_batch
 from storage_adapters.checks.outcomes import (
     FINAL_OUTCOMES,
     check_outcome_events,
@@ -129,17 +130,14 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
         return self._shard_for(recurring.id).save_recurring(recurring, mode)
 
     def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
-        """Each shard's part in one step of that shard. ``create`` and ``update`` first look up
-        every id (one read each), so a refusal is raised before any shard writes; ``upsert``,
-        which no id refuses, goes straight to the shards."""
+        """Each shard's part in one step of that shard. ``create`` and ``update`` first ask each
+        shard which of its ids exist (one read per shard), so a refusal is raised before any
+        shard writes; ``upsert``, which no id refuses, goes straight to the shards."""
         check_save_mode(mode)
         check_new_recurrings(recurrings)  # every one checked before any shard writes
         if mode != "upsert":
-            refused = [
-                r.id
-                for r in recurrings
-                if (self.get_recurring(r.id) is not None) == (mode == "create")
-            ]
+            existing = self.existing_recurring_ids([r.id for r in recurrings])
+            refused = [r.id for r in recurrings if (r.id in existing) == (mode == "create")]
             if refused:
                 raise refused_save(mode, refused)
         created = [False] * len(recurrings)
@@ -152,6 +150,13 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
         return self._shard_for(recurring_id).get_recurring(recurring_id)
+
+    def existing_recurring_ids(self, recurring_ids: Sequence[str]) -> set[str]:
+        ids = checked_id_batch(recurring_ids)
+        found: set[str] = set()
+        for shard, positions in sorted(self._by_shard(ids).items()):
+            found |= self.shards[shard].existing_recurring_ids([ids[p] for p in positions])
+        return found
 
     def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
         positive_count("limit", limit)

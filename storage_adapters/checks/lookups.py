@@ -10,10 +10,15 @@ a bare ``UnicodeEncodeError`` for a surrogate).
 
 from __future__ import annotations
 
-from storage_adapters.errors import InvalidIdentifierError
+from collections.abc import Sequence
+
+from storage_adapters.errors import InvalidArgumentError, InvalidIdentifierError
 from storage_adapters.records import validate_job_id
 
-__all__ = ["names_no_job"]
+__all__ = ["MAX_LOOKUP_IDS", "checked_id_batch", "names_no_job"]
+
+#: The most ids one existence lookup (``existing_recurring_ids``) may name.
+MAX_LOOKUP_IDS = 10_000
 
 
 def names_no_job(job_id: object) -> bool:
@@ -24,3 +29,13 @@ def names_no_job(job_id: object) -> bool:
     except InvalidIdentifierError:
         return True
     return False
+
+
+def checked_id_batch(ids: Sequence[str]) -> list[str]:
+    """The distinct ids of one existence lookup that can name a stored job, in the order given
+    (the others name none, so they are left out rather than refused)."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidArgumentError("ids must be a sequence of ids, not a single string")
+    if len(ids) > MAX_LOOKUP_IDS:
+        raise InvalidArgumentError(f"{len(ids)} ids in one lookup; the limit is {MAX_LOOKUP_IDS}")
+    return [i for i in dict.fromkeys(ids) if not names_no_job(i)]

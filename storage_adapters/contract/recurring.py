@@ -34,6 +34,10 @@ class RecurringStore(Protocol):
     def get_recurring(self, recurring_id: str) -> records.RecurringRecord | None:
         """One recurring job by id."""
 
+    def existing_recurring_ids(self, recurring_ids: Sequence[str]) -> set[str]:
+        """Which of ``recurring_ids`` name a stored recurring job, in one round trip (at most
+        ``MAX_LOOKUP_IDS``); read-only. An id that cannot name one is simply not in the answer."""
+
     def list_recurring(self, limit: int, offset: int = 0) -> list[records.RecurringRecord]:
         """Recurring jobs ordered by id, paged by offset."""
 

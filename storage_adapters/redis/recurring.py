@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from storage_adapters.checks.lookups import names_no_job
+from storage_adapters.checks.lookups import checked_id_batch, names_no_job
 from storage_adapters.checks.values import (
     check_manual_firing,
     check_new_recurrings,
@@ -133,6 +133,14 @@ class RedisRecurringStore(RedisPlumbing):
                     raise
                 raise refused_save(mode, ids.split()) from None
         return [bool(flag) for flag in created]
+
+    def existing_recurring_ids(self, recurring_ids: Sequence[str]) -> set[str]:
+        ids = checked_id_batch(recurring_ids)
+        if not ids:
+            return set()
+        with self._talking() as client:  # one ZMSCORE on the index of recurring ids
+            scores = client.zmscore(self._key("rec_ids"), ids)
+        return {rid for rid, score in zip(ids, scores, strict=True) if score is not None}
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
         if names_no_job(recurring_id):

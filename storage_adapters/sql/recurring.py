@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from storage_adapters.checks.lookups import names_no_job
+from storage_adapters.checks.lookups import checked_id_batch, names_no_job
 from storage_adapters.checks.values import (
     check_new_recurrings,
     check_planned_firings,
@@ -86,6 +86,14 @@ class SQLRecurringStore(SQLPlumbing):
             return None
         rows = self._rows(self._sql.get_recurring, {"recurring_id": recurring_id})
         return recurring_record(rows[0]) if rows else None
+
+    def existing_recurring_ids(self, recurring_ids: Sequence[str]) -> set[str]:
+        ids = checked_id_batch(recurring_ids)
+        if not ids:
+            return set()
+        bound = {"ids": self._dialect.bind_ids(ids)}
+        with self._transaction() as conn:
+            return set(conn.execute(self._sql.recurring_ids_in, bound).scalars().all())
 
     def list_recurring(self, limit: int, offset: int = 0) -> list[RecurringRecord]:
         params = {"limit": positive_count("limit", limit), "offset": non_negative_offset(offset)}

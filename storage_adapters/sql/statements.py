@@ -143,6 +143,7 @@ class Statements(JobStatements):
         # Which of a chunk's recurring jobs exist, their rows locked (PostgreSQL) until the
         # chunk's save commits; SQLite's BEGIN IMMEDIATE holds the whole database instead.
         existing = sa.select(rec.c.id).where(dialect.ids_in(rec.c.id))
+        self.recurring_ids_in = existing  # the same read, without the lock
         self.existing_recurring = (
             existing.with_for_update() if dialect.new_jobs_as_arrays else existing
         )

@@ -7,6 +7,7 @@ import pytest
 
 from storage_adapters import JobState, PlannedFiring, RecurringRecord, Storage
 from storage_adapters.errors import (
+    InvalidArgumentError,
     InvalidRecordError,
     RecordExistsError,
     RecordNotFoundError,
@@ -141,3 +142,16 @@ def test_save_many_naming_one_id_twice_is_refused_whole(storage: Storage) -> Non
     with pytest.raises(InvalidRecordError, match="'a' appears twice"):
         storage.save_recurring_many([recurring("a", now), recurring("a", now + 1)], "upsert")
     assert storage.count_recurring() == 0
+
+
+def test_existing_ids_are_read_in_one_call(storage: Storage) -> None:
+    now = storage.now()
+    stored_ids = [f"e{i:03d}" for i in range(30)]
+    storage.save_recurring_many([recurring(rid, now + 60) for rid in stored_ids], "create")
+    storage.remove_recurring("e007")
+    asked = [*stored_ids[::2], "missing", "e000", "bad id\n", "e007"]
+    expected = set(stored_ids[::2])  # e007 (removed) is odd, so not among them
+    assert storage.existing_recurring_ids(asked) == expected
+    assert storage.existing_recurring_ids([]) == set()
+    with pytest.raises(InvalidArgumentError):
+        storage.existing_recurring_ids("e000")  # type: ignore[arg-type]

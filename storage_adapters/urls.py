@@ -38,7 +38,12 @@ def _mask_query(query: str) -> str:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password (in the user part or the query) replaced by ``***``."""
+    """``url`` with any password (in the user part or the query) replaced by ``***``; text
+    without ``scheme://`` (a mistyped URL) still loses whatever sits between ``:`` and ``@``."""
+    if isinstance(url, str) and "://" not in url and "@" in url:
+        userinfo, _, rest = url.rpartition("@")
+        if ":" in userinfo:
+            return f"{userinfo.split(':', 1)[0]}:***@{rest}"
     try:
         parts = urlsplit(url)
     except ValueError:

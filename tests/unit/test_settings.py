@@ -86,6 +86,14 @@ def test_mask_url_hides_passwords_in_the_query_too() -> None:
     )
     assert mask_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert mask_url("postgresql://app@host/db") == "postgresql://app@host/db"
+    # a URL whose scheme was left out still hides its password
+    assert mask_url("app:hunter2@db/jobs") == "app:***@db/jobs"
+
+
+def test_a_url_without_a_scheme_is_refused_with_its_password_masked() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Settings(storage_url="app:hunter2@db/jobs")
+    assert "hunter2" not in str(caught.value) and "expected scheme://" in str(caught.value)
 
 
 @pytest.mark.parametrize(

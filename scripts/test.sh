@@ -22,6 +22,9 @@ echo "== pytest"
 # worker): most tiers wait on servers and processes, so two share the two cores well (the
 # CONTRIBUTING.md says what each tier costs). PYTEST_WORKERS=0 runs them in one process, in turn.
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
+echo "== django (newest)"
+# tests/django again, on the newest Django (6.x needs Python 3.12+) in a virtualenv of its own
+bash scripts/django_newest.sh
 echo "== package"
 # The wheel in a fresh virtualenv without the dev extras: the core install, then the README's
 # quick start with the [redis] extra against the real broker and worker, then [postgresql].

@@ -359,9 +359,30 @@ def _metrics_table(families: list[Any]) -> str:
 # -- errors ------------------------------------------------------------------------------------
 
 
+def _configure_django() -> None:
+    """The Django app's modules (its model, admin, migrations) import only in a configured
+    Django: a minimal one, so their exceptions are listed too."""
+    try:
+        import django
+        from django.conf import settings
+    except ImportError:
+        return
+    if not settings.configured:
+        apps = ["admin", "auth", "contenttypes", "sessions", "messages"]
+        settings.configure(
+            INSTALLED_APPS=[
+                *(f"django.contrib.{app}" for app in apps),
+                "parallel_scheduler.contrib.django",
+            ],
+            USE_TZ=True,
+        )
+        django.setup()
+
+
 def _import_everything(package: str) -> None:
     """Import every module of ``package`` so every exception class exists (not ``__main__``s,
     which run a command)."""
+    _configure_django()
     root = importlib.import_module(package)
     for module in pkgutil.walk_packages(root.__path__, package + "."):
         if module.name.rsplit(".", 1)[-1] != "__main__":

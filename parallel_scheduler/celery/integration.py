@@ -25,6 +25,7 @@ from celery.utils import uuid
 from parallel_scheduler.celery.broker_extras import require_broker_transport
 from parallel_scheduler.celery.call_options import carried_options, explain, reasons_not_to_defer
 from parallel_scheduler.celery.call_times import CallTime, read_call_time
+from parallel_scheduler.celery.django_project import django_overrides
 from parallel_scheduler.celery.signals import job_scheduled
 from parallel_scheduler.celery.stored_retries import is_retry, note_stored_retry, retry_job_id
 from parallel_scheduler.celery.wiring import build_service, dispatcher_for, envelopes_for
@@ -75,7 +76,9 @@ class CeleryIntegration:
     @cached_property
     def settings(self) -> Settings:
         require_broker_transport(self.app)  # here, the first read of the app's configuration
-        return Settings.load(self._overrides, celery_conf=self.app.conf)
+        # a Django project's PARALLEL_SCHEDULER dict, below install()'s own overrides
+        overrides = {**django_overrides(), **self._overrides}
+        return Settings.load(overrides, celery_conf=self.app.conf)
 
     @property
     def client(self) -> Client:

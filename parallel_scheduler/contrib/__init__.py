@@ -1,0 +1,1 @@
+"""Integrations with frameworks beyond Celery, each in its own package and extra."""

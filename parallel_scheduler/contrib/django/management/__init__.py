@@ -1,0 +1,1 @@
+"""The app's management commands (``manage.py parallel_scheduler``)."""

@@ -29,6 +29,7 @@ def create_app(
     read_only: bool = False,
     auth: BasicAuth | TokenAuth | None = None,
     secret_key: str | bytes | None = None,
+    embedded: bool = False,
     **settings: Any,
 ) -> Flask:
     """The dashboard as a WSGI application.
@@ -39,8 +40,13 @@ def create_app(
     bearer token on every request (401 without). ``secret_key`` signs the session cookie that
     carries the CSRF token; without it a random key is drawn per process, so sessions do not
     survive a restart (give one when several processes serve the same dashboard).
+    ``embedded``: mounted inside another site (the Django app's pages): each request must carry
+    the site's ``Viewer`` in its environ (``security.VIEWER_KEY``), which says who it is and what
+    they may change; the site checks CSRF itself (``auth`` must then be ``None``).
     """
     require_driver("flask", "the web dashboard")
     from parallel_scheduler.dashboard.app import build_app
 
-    return build_app(client, read_only=read_only, auth=auth, secret_key=secret_key, **settings)
+    return build_app(
+        client, read_only=read_only, auth=auth, secret_key=secret_key, embedded=embedded, **settings
+    )

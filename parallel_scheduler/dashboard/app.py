@@ -5,6 +5,8 @@ Order of the checks on a request: auth (401), then for a POST read-only (403) an
 token (400). Bad input anywhere is a 400 page naming the problem; storage that cannot be reached
 is a 503 page; nothing a person types can produce a 500. A request under ``/api/v1/`` (the
 HTTP API, ``dashboard/api``) passes the API's own checks instead and gets every error as JSON.
+Embedded (``embedded=True``), the embedding site vouches for the viewer in the environ and checks
+CSRF itself; read-only is then per request, from the viewer's permissions.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from werkzeug.exceptions import HTTPException
 from parallel_scheduler.client import Client
 from parallel_scheduler.dashboard import api, display, schedules
 from parallel_scheduler.dashboard import health as dashboard_health
-from parallel_scheduler.dashboard.context import Dashboard, dashboard, viewer_zone
+from parallel_scheduler.dashboard.context import (
+    Dashboard,
+    dashboard,
+    embedded_viewer,
+    read_only,
+    viewer_zone,
+)
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
 from parallel_scheduler.dashboard.pages import bulk as pages_bulk
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
@@ -34,6 +42,7 @@ from parallel_scheduler.dashboard.security import (
     TokenAuth,
     authenticate,
     csrf_ok,
+    embedded_csp,
     new_csrf_token,
 )
 from parallel_scheduler.errors import InvalidJobError
@@ -49,9 +58,17 @@ __all__ = ["build_app"]
 logger = logging.getLogger(__name__)
 #: How long a page waits for an unreachable store before saying so.
 PAGE_RETRY_SECONDS = 3.0
+#: Why an embedded dashboard refuses a request its site did not vouch for.
+NOT_VOUCHED = "this dashboard is embedded: open it through the site that embeds it"
 
 
 def _authenticate() -> Response | None:
+    if dashboard().embedded:
+        viewer = embedded_viewer()
+        if viewer is None:
+            abort(403, NOT_VOUCHED)
+        g.who = f"{viewer.name}@{request.remote_addr or '-'}"
+        return None
     who = authenticate(dashboard().auth, request.headers.get("Authorization", ""))
     if who is None:
         response = Response("authentication required\n", 401, mimetype="text/plain")
@@ -66,6 +83,10 @@ def _check_post() -> None:
         return
     if dashboard().read_only:
         abort(403, "the dashboard is read-only: no action is allowed")
+    if read_only():
+        abort(403, "your account may only look here: this action needs a permission it lacks")
+    if dashboard().embedded:  # the embedding site checked its own CSRF token
+        return
     if not csrf_ok(session.get("csrf"), request.form.get("csrf_token")):
         abort(400, "missing or wrong CSRF token: reload the page and try again")
 
@@ -85,7 +106,7 @@ def _before() -> Response | None:
     refused = _authenticate()
     if refused is not None:
         return refused
-    if "csrf" not in session:
+    if "csrf" not in session and not dashboard().embedded:
         session["csrf"] = new_csrf_token()
     _check_post()
     _remember_zone()
@@ -95,6 +116,10 @@ def _before() -> Response | None:
 def _headers(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
+    viewer = embedded_viewer()
+    if viewer is not None:  # the site checks the Origin of POSTs, which no-referrer nulls
+        response.headers["Content-Security-Policy"] = embedded_csp(viewer.stylesheets)
+        response.headers["Referrer-Policy"] = "same-origin"
     return response
 
 
@@ -132,17 +157,19 @@ def _install_errors(app: Flask) -> None:
 
 
 def _context() -> dict[str, Any]:
-    board = dashboard()
     zone = viewer_zone()
     now = time.time()
+    viewer = embedded_viewer()
     return {
         "when": lambda value: display.when(value, zone, now),
         "absolute": lambda value: display.absolute(value, zone),
         "shown_options": lambda options: display.shown_options(options, zone),
         "describe_schedule": schedules.describe,
         "next_runs": lambda schedule: schedules.next_runs(schedule, now),
-        "read_only": board.read_only,
-        "csrf_token": session.get("csrf", ""),
+        "read_only": read_only(),
+        "csrf_token": viewer.csrf_token if viewer else session.get("csrf", ""),
+        "csrf_field": viewer.csrf_field if viewer else "csrf_token",
+        "embedded": viewer,
         "zone": zone,
         "zone_name": getattr(zone, "key", "UTC"),
         "zone_chosen": "tz" in session,
@@ -157,8 +184,11 @@ def build_app(
     read_only: bool,
     auth: BasicAuth | TokenAuth | None,
     secret_key: str | bytes | None,
+    embedded: bool = False,
     **settings: Any,
 ) -> Flask:
+    if embedded and auth is not None:
+        raise InvalidJobError("an embedded dashboard takes its viewer from the site: no auth")
     if auth is not None and not isinstance(auth, (BasicAuth, TokenAuth)):
         raise InvalidJobError("auth must be a BasicAuth or a TokenAuth")
     if client is None:
@@ -184,7 +214,7 @@ def build_app(
         badge=display.badge,
         absolute_in=display.absolute,
     )
-    app.extensions["parallel_scheduler"] = Dashboard(client, read_only, auth)
+    app.extensions["parallel_scheduler"] = Dashboard(client, read_only, auth, embedded)
     app.before_request(_before)
     app.after_request(_headers)
     app.context_processor(_context)

@@ -1,5 +1,6 @@
 """What views share about the current request: the dashboard's client and options, the viewer's
-time zone, and the audit log line every action leaves."""
+time zone, whether this request may change anything, and the audit log line every action leaves
+(passed on to the embedding site's ``on_audit`` hook when embedded)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timezone
 
-from flask import current_app, g, session
+from flask import current_app, g, request, session
 
 from parallel_scheduler.client import Client
 from parallel_scheduler.dashboard.inputs import zone_names
-from parallel_scheduler.dashboard.security import BasicAuth, TokenAuth
+from parallel_scheduler.dashboard.security import VIEWER_KEY, BasicAuth, TokenAuth, Viewer
 
-__all__ = ["Dashboard", "audit", "dashboard", "viewer_zone"]
+__all__ = ["Dashboard", "audit", "dashboard", "embedded_viewer", "read_only", "viewer_zone"]
 
 #: One line per action: who (auth user or token, and the remote address), what, which ids.
 audit_log = logging.getLogger("parallel_scheduler.dashboard.audit")
@@ -28,11 +29,33 @@ class Dashboard:
     client: Client
     read_only: bool
     auth: BasicAuth | TokenAuth | None
+    embedded: bool = False
 
 
 def dashboard() -> Dashboard:
     found: Dashboard = current_app.extensions["parallel_scheduler"]
     return found
+
+
+def embedded_viewer() -> Viewer | None:
+    """The embedding site's viewer of this request; ``None`` when standalone or when the site
+    vouched for no one (then the request is refused)."""
+    if not dashboard().embedded:
+        return None
+    found = request.environ.get(VIEWER_KEY)
+    return found if isinstance(found, Viewer) else None
+
+
+def read_only() -> bool:
+    """Whether this request may change nothing: read-only mode, or (embedded) a viewer without
+    the permission the view's kind of action needs (jobs or recurring jobs)."""
+    board = dashboard()
+    if board.read_only:
+        return True
+    if not board.embedded:
+        return False
+    viewer = embedded_viewer()
+    return viewer is None or not viewer.may_change(request.endpoint)
 
 
 def viewer_zone() -> zoneinfo.ZoneInfo | timezone:
@@ -51,3 +74,6 @@ def audit(action: str, ids: Sequence[str], detail: str = "") -> None:
         ",".join(ids) or "-",
         f" {detail}" if detail else "",
     )
+    viewer = embedded_viewer()
+    if viewer is not None and viewer.on_audit is not None:
+        viewer.on_audit(action, list(ids), detail)

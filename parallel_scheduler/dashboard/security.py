@@ -1,5 +1,7 @@
 """Who may use the dashboard and how a request proves it: HTTP basic auth or a bearer token,
 the per-session CSRF token every POST must carry, read-only mode, and the response headers.
+Embedded in another site (``create_app(embedded=True)``, as the Django app mounts it), the site
+vouches for the viewer instead: a ``Viewer`` in the WSGI environ under ``VIEWER_KEY``.
 
 Secrets are compared with ``hmac.compare_digest`` so a wrong guess takes as long as a near miss.
 A browser cannot send a bearer header without script, so with a token configured the token is
@@ -13,16 +15,20 @@ import base64
 import binascii
 import hmac
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from parallel_scheduler.errors import ConfigurationError
 
 __all__ = [
     "CSP",
+    "VIEWER_KEY",
     "BasicAuth",
     "TokenAuth",
+    "Viewer",
     "authenticate",
     "csrf_ok",
+    "embedded_csp",
     "new_csrf_token",
     "parse_basic_auth",
 ]
@@ -40,6 +46,60 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+#: The WSGI environ key under which an embedding site hands the dashboard its ``Viewer``.
+VIEWER_KEY = "parallel_scheduler.viewer"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who the embedding site let in and what they may do, for one request.
+
+    ``can_change_jobs`` allows the job actions (cancel, reschedule, run now, bulk), and
+    ``can_change_recurring`` the recurring ones (create, edit, pause, resume, trigger, remove).
+    The site checks CSRF itself: the forms carry ``csrf_token`` in the field ``csrf_field`` and
+    the API names ``csrf_header``. ``on_audit(action, ids, detail)`` is called after every
+    action's audit line; ``stylesheets``, ``site_name`` and ``site_url`` dress the pages as the
+    site's own.
+    """
+
+    name: str
+    can_change_jobs: bool = False
+    can_change_recurring: bool = False
+    csrf_token: str = ""
+    csrf_field: str = "csrf_token"
+    csrf_header: str = "X-CSRF-Token"
+    on_audit: Callable[[str, Sequence[str], str], None] | None = None
+    stylesheets: tuple[str, ...] = ()
+    site_name: str = ""
+    site_url: str = ""
+
+    def may_change(self, endpoint: str | None) -> bool:
+        """Whether the view ``endpoint`` (``recurring*`` or a job's) may change state."""
+        name = (endpoint or "").rpartition(".")[2]
+        if name.startswith("recurring"):
+            return self.can_change_recurring
+        return self.can_change_jobs
+
+
+def embedded_csp(stylesheets: Sequence[str]) -> str:
+    """The CSP, with the origins of the embedding site's stylesheets when they live elsewhere
+    (a CDN for static files); same-site ones are already ``'self'``."""
+    origins = sorted({_origin(url) for url in stylesheets} - {""})
+    if not origins:
+        return CSP
+    return CSP.replace("style-src 'self'", "style-src 'self' " + " ".join(origins))
+
+
+def _origin(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest:
+        return ""
+    host = rest.split("/", 1)[0]
+    if not host or any(c in host for c in " ;'\"\\"):
+        return ""
+    return f"{scheme}://{host}"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from parallel_scheduler.dashboard.api.guard import (
     reply,
 )
 from parallel_scheduler.dashboard.api.openapi import document
-from parallel_scheduler.dashboard.context import dashboard
+from parallel_scheduler.dashboard.context import dashboard, embedded_viewer
 from parallel_scheduler.dashboard.security import new_csrf_token
 from parallel_scheduler.views import status_view
 
@@ -38,7 +38,11 @@ def status() -> Response:
 
 def csrf_token() -> Response:
     """The browser session's CSRF token (made now if the session has none), for a page script
-    that sends state changes with the session's basic auth instead of a bearer token."""
+    that sends state changes with the session's basic auth instead of a bearer token.
+    Embedded, the site's own token and header (Django's ``X-CSRFToken``)."""
+    viewer = embedded_viewer()
+    if viewer is not None:
+        return reply({"csrf_token": viewer.csrf_token, "header": viewer.csrf_header})
     if "csrf" not in session:
         session["csrf"] = new_csrf_token()
     return reply({"csrf_token": session["csrf"], "header": CSRF_HEADER})

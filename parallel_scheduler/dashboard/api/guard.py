@@ -8,6 +8,10 @@ this server never grants). Every other state change (basic auth, which a browser
 own, or no auth at all) must carry the session's CSRF token in the ``X-CSRF-Token`` header, as
 the dashboard's forms carry it in a field (``GET /api/v1/csrf-token`` hands it out).
 
+Embedded in another site (the Django app), the site vouches for the viewer in the environ (403
+without one) and checks CSRF itself (Django's ``X-CSRFToken``); a state change is refused (403
+``forbidden``) unless the viewer may change that kind of thing (jobs, or recurring jobs).
+
 Every refusal and every error is JSON: ``{"error": {"code": ..., "message": ...}}``.
 """
 
@@ -20,7 +24,7 @@ from typing import Any, TypeVar
 from flask import Response, g, request, session
 from werkzeug.exceptions import MethodNotAllowed
 
-from parallel_scheduler.dashboard.context import dashboard
+from parallel_scheduler.dashboard.context import dashboard, embedded_viewer
 from parallel_scheduler.dashboard.security import BasicAuth, authenticate, csrf_ok
 from parallel_scheduler.engine.retrying import call_storage
 
@@ -95,10 +99,28 @@ def _refuse_unauthenticated() -> Response:
     return refused
 
 
+def _check_embedded() -> Response | None:
+    viewer = embedded_viewer()
+    if viewer is None:
+        return error_response(403, "this API is embedded: call it through the site that embeds it")
+    g.who = f"{viewer.name}@{request.remote_addr or '-'}"
+    if request.method in SAFE_METHODS:
+        return None
+    if dashboard().read_only:
+        return error_response(403, "the dashboard is read-only: no change is allowed", "read_only")
+    if not viewer.may_change(request.endpoint):
+        return error_response(
+            403, "your account may only look here: this change needs a permission it lacks"
+        )
+    return None  # CSRF: the embedding site checked its own token before calling the dashboard
+
+
 def check_request() -> Response | None:
     """Auth, then for a state change read-only mode and the CSRF rule; a refusal, or ``None``
     when the request may go on to its view."""
     board = dashboard()
+    if board.embedded:
+        return _check_embedded()
     header = request.headers.get("Authorization", "")
     who = authenticate(board.auth, header)
     if who is None:

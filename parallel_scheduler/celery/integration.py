@@ -77,7 +77,7 @@ class CeleryIntegration:
     def settings(self) -> Settings:
         require_broker_transport(self.app)  # here, the first read of the app's configuration
         # a Django project's PARALLEL_SCHEDULER dict, below install()'s own overrides
-        overrides = {**django_overrides(), **self._overrides}
+        overrides = {**django_overrides(self.app), **self._overrides}
         return Settings.load(overrides, celery_conf=self.app.conf)
 
     @property

@@ -172,12 +172,19 @@ def test_the_worker_exposes_start_lateness_and_outcomes_as_metrics(
         wait_until(lambda job=job: states(cluster, job.id)[-1:] in ended, timeout=60)
     # When its metrics are scraped, Then every run shows: the lateness per queue (one
     # observation per started job) and the outcomes per task, whichever process ran them
-    wait_until(lambda: lateness_count(scrape(port), cluster.queue) == 4.0, timeout=30)
-    text = scrape(port)
-    for task, outcome, count in (("plugin.record", "succeeded", 3), ("plugin.fail", "failed", 1)):
-        line = (
-            f'parallel_scheduler_task_outcomes_total{{outcome="{outcome}",task="{task}"}} {count}.0'
+    # (a child hands its counts over at most once a second: wait for all of them)
+    lines = [
+        f'parallel_scheduler_task_outcomes_total{{outcome="{outcome}",task="{task}"}} {count}.0'
+        for task, outcome, count in (
+            ("plugin.record", "succeeded", 3),
+            ("plugin.fail", "failed", 1),
         )
-        assert line in text, text
+    ]
+
+    def all_counted() -> bool:
+        text = scrape(port)
+        return lateness_count(text, cluster.queue) == 4.0 and all(line in text for line in lines)
+
+    wait_until(all_counted, timeout=30)
     # and the counts stay put: a later scrape (the children's files folded in) says the same
     assert lateness_count(scrape(port), cluster.queue) == 4.0

@@ -8,6 +8,7 @@ uses names of its own), as the storage tests do with their prefixes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,10 @@ from tests.conftest import require_server
 from tests.django import settings as test_settings
 
 test_settings.configure()
+# Playwright's sync API keeps an event loop running in the test's thread, where Django's ORM
+# would refuse every query (SynchronousOnlyOperation) once a browser test ran in this process:
+# the tests' own ORM calls are synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 DATABASES = ("default", "postgresql")
 

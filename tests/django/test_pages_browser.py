@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ import pytest
 from parallel_scheduler import Client
 from parallel_scheduler.contrib.django import conf
 from storage_adapters import JobState
-from tests.browser.conftest import _ensure_chromium as ensure_chromium
 from tests.browser.steps import follow
+from tests.django.example_site import in_browser
 
 SIZES = ({"width": 1280, "height": 800}, {"width": 390, "height": 844})
 
@@ -65,18 +64,10 @@ def operator(django_db: tuple[str, ...]) -> Iterator[Any]:
 
 
 @pytest.fixture
-def chromium(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Debian's Chromium, installed as the browser tier installs it (root) or failing with the
-    command to run; never skipped."""
-    from playwright.sync_api import sync_playwright
-
-    executable = ensure_chromium(request.config)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=["--no-sandbox"]
-        )
-        yield launched
-        launched.close()
+def in_chromium(request: pytest.FixtureRequest) -> Callable[[Callable[[Any], None]], None]:
+    """Runs browser steps in Debian's Chromium in a thread of their own (``in_browser``): the
+    browser tier's session browser may hold Playwright's sync API in this thread."""
+    return lambda steps: in_browser(steps, request.config)
 
 
 def log_in(page: Any, site: str, user: Any) -> None:
@@ -89,53 +80,61 @@ def log_in(page: Any, site: str, user: Any) -> None:
 
 
 def test_the_pages_in_the_admin_look_at_both_widths_and_in_dark_mode(
-    site: str, store: Client, operator: Any, chromium: Any
+    site: str, store: Client, operator: Any, in_chromium: Callable[[Callable[[Any], None]], None]
 ) -> None:
     jid = f"br-{uuid.uuid4().hex[:10]}"
     store.schedule("t.browser." + "long" * 30, countdown=600, job_id=jid)
-    for size in SIZES:
-        for scheme in ("light", "dark"):
-            context = chromium.new_context(viewport=size, color_scheme=scheme, timezone_id="UTC")
-            try:
-                page = context.new_page()
-                log_in(page, site, operator)
-                body_bg = "() => getComputedStyle(document.body).backgroundColor"
-                for path in ("/scheduler/", "/scheduler/jobs", "/scheduler/recurring"):
-                    page.goto(site + path)
-                    assert page.inner_text("#site-name") == "Django administration"
-                    widths = page.evaluate(
-                        "() => [document.documentElement.scrollWidth, window.innerWidth]"
-                    )
-                    assert widths[0] <= widths[1], (path, size, widths)
-                    expected = "rgb(18, 18, 18)" if scheme == "dark" else "rgb(255, 255, 255)"
-                    assert page.evaluate(body_bg) == expected, (path, scheme)
-            finally:
-                context.close()
+
+    def steps(chromium: Any) -> None:
+        for size in SIZES:
+            for scheme in ("light", "dark"):
+                context = chromium.new_context(
+                    viewport=size, color_scheme=scheme, timezone_id="UTC"
+                )
+                try:
+                    page = context.new_page()
+                    log_in(page, site, operator)
+                    body_bg = "() => getComputedStyle(document.body).backgroundColor"
+                    for path in ("/scheduler/", "/scheduler/jobs", "/scheduler/recurring"):
+                        page.goto(site + path)
+                        assert page.inner_text("#site-name") == "Django administration"
+                        widths = page.evaluate(
+                            "() => [document.documentElement.scrollWidth, window.innerWidth]"
+                        )
+                        assert widths[0] <= widths[1], (path, size, widths)
+                        expected = "rgb(18, 18, 18)" if scheme == "dark" else "rgb(255, 255, 255)"
+                        assert page.evaluate(body_bg) == expected, (path, scheme)
+                finally:
+                    context.close()
+
+    in_chromium(steps)
     store.cancel(jid)
 
 
 def test_cancel_a_job_from_its_page_in_the_browser(
-    site: str, store: Client, operator: Any, chromium: Any
+    site: str, store: Client, operator: Any, in_chromium: Callable[[Callable[[Any], None]], None]
 ) -> None:
     from django.contrib.admin.models import LogEntry
 
     jid = f"br-{uuid.uuid4().hex[:10]}"
     store.schedule("t.browser", countdown=600, job_id=jid)
-    context = chromium.new_context(viewport=SIZES[0], timezone_id="UTC")
-    try:
-        page = context.new_page()
-        log_in(page, site, operator)
-        page.goto(site + f"/scheduler/jobs/detail?id={jid}")
-        page.check("#cancel-confirm")
-        follow(page, "#cancel-submit")
-        assert page.url == site + f"/scheduler/jobs/detail?id={jid}"
-        assert page.inner_text("#flashes") == f"job {jid} cancelled"
-        assert page.inner_text("#job-state") == "cancelled"
-    finally:
-        context.close()
+
+    def steps(chromium: Any) -> None:
+        context = chromium.new_context(viewport=SIZES[0], timezone_id="UTC")
+        try:
+            page = context.new_page()
+            log_in(page, site, operator)
+            page.goto(site + f"/scheduler/jobs/detail?id={jid}")
+            page.check("#cancel-confirm")
+            follow(page, "#cancel-submit")
+            assert page.url == site + f"/scheduler/jobs/detail?id={jid}"
+            assert page.inner_text("#flashes") == f"job {jid} cancelled"
+            assert page.inner_text("#job-state") == "cancelled"
+        finally:
+            context.close()
+
+    in_chromium(steps)
     record = store.storage.get_job(jid)
     assert record is not None and record.state is JobState.CANCELLED
-    # Playwright's loop runs in this thread, where Django refuses the ORM: read from another
-    with ThreadPoolExecutor(1) as reader:
-        [entry] = reader.submit(lambda: list(LogEntry.objects.filter(user_id=operator.pk))).result()
+    [entry] = LogEntry.objects.filter(user_id=operator.pk)
     assert entry.object_repr == f"cancel job {jid}"

@@ -119,17 +119,26 @@ def test_the_celery_plugin_reads_the_projects_dict_too(tmp_path: Path) -> None:
 
     url = sqlite_url(tmp_path, "plugin.db")
     with override_settings(PARALLEL_SCHEDULER={"storage_url": url, "prefix": "djp"}):
-        # Given a Django project that sets only the dict, When its Celery app installs the
-        # plugin, Then the plugin stores calls where the pages and commands look
+        # Given a Django project that sets only the dict, When its Celery app, configured from
+        # Django's settings, installs the plugin, Then the plugin stores calls where the pages
+        # and commands look
         app = Celery("djproject", broker="memory://")
+        app.config_from_object("django.conf:settings", namespace="CELERY")
         parallel_scheduler.celery.install(app)
         settings = app.parallel_scheduler.settings
         assert (settings.storage_url, settings.prefix) == (url, "djp")
         # and install()'s own overrides still win
         other = Celery("djproject2", broker="memory://")
+        other.config_from_object("django.conf:settings", namespace="CELERY")
         parallel_scheduler.celery.install(other, prefix="mine")
         assert other.parallel_scheduler.settings.prefix == "mine"
         assert other.parallel_scheduler.settings.storage_url == url
+        # while an app configured otherwise in the same process keeps its own settings
+        plain = Celery("elsewhere", broker="memory://")
+        plain.conf.parallel_scheduler_prefix = "plain"
+        parallel_scheduler.celery.install(plain)
+        assert plain.parallel_scheduler.settings.prefix == "plain"
+        assert plain.parallel_scheduler.settings.storage_url != url
 
 
 # -- system checks ----------------------------------------------------------------------------

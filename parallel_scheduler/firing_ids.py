@@ -15,6 +15,7 @@ This module imports nothing from the job model, so ``jobs.JobSpec.encode`` can c
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from parallel_scheduler.errors import InvalidJobError
 from storage_adapters.sharding import FIRING_ID_SUFFIX
@@ -31,9 +32,15 @@ def _iso(epoch: float, timespec: str) -> str:
     return moment.isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
+@lru_cache(maxsize=4096)
+def _tick_text(tick: float) -> str:
+    """A tick as firing ids name it; remembered, since a pass fires many jobs at one tick."""
+    return _iso(tick, "seconds")
+
+
 def firing_id(recurring_id: str, tick: float) -> str:
     """The id of the firing of ``recurring_id`` at ``tick``; the same in every process."""
-    return f"{recurring_id}@{_iso(tick, 'seconds')}"
+    return f"{recurring_id}@{_tick_text(tick)}"
 
 
 def trigger_id(recurring_id: str, now: float) -> str:

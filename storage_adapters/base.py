@@ -44,6 +44,7 @@ from typing import Protocol, runtime_checkable
 
 from storage_adapters.contract.abilities import (
     ChunkSettlement,
+    ListFiringStorage,
     ListReleasingStorage,
     TransactionalReleaseStorage,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "ChunkSettlement",
     "InstanceStore",
     "JobStore",
+    "ListFiringStorage",
     "ListReleasingStorage",
     "LockStore",
     "OutcomeStore",

@@ -30,16 +30,20 @@ class OneScriptRelease:
         self._list_db: int | None = None
         self._list_db_known = False
 
+    def list_db(self) -> int | None:
+        """The broker database on storage's own Redis server, else ``None``: asked once."""
+        if not self._list_db_known:
+            self._list_db = call_storage(self._script.list_db)
+            self._list_db_known = True
+        return self._list_db
+
     @property
     def releases_by_script(self) -> bool:
         """True once a pass found storage and broker on one Redis server."""
         return self._list_db is not None
 
     def release_batch(self, held: HeldLock) -> BatchRelease:
-        if not self._list_db_known:
-            self._list_db = call_storage(self._script.list_db)
-            self._list_db_known = True
-        db = self._list_db
+        db = self.list_db()
         if db is None:
             return self._fallback.release_batch(held)
         parts = self._parts

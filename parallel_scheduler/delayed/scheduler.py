@@ -17,8 +17,10 @@ stall can send twice is bounded there.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 
+from parallel_scheduler.delayed.claim_one_script import OneScriptRelease
 from parallel_scheduler.delayed.path_choice import choose_path
 from parallel_scheduler.delayed.retention import RetentionPurger
 from parallel_scheduler.delayed.sending import ReleaseListener, Releaser
@@ -28,10 +30,10 @@ from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.recorder import record_outcomes
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.engine.stats import PassStats
+from parallel_scheduler.engine.stats import Outcome, PassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.settings import Settings
-from storage_adapters import Storage
+from storage_adapters import ClaimedJob, Storage
 
 __all__ = ["DelayedJobScheduler"]
 
@@ -115,6 +117,20 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
     def releases_by_script(self) -> bool:
         """True once a pass found storage and broker on one Redis server (envelopes.py)."""
         return self._path.releases_by_script
+
+    @property
+    def firing_list_db(self) -> int | None:
+        """The broker database the recurring scheduler of this store may push due firings into
+        (``recurring/firing.py``) when storage and broker share a Redis server (asked once),
+        else ``None``."""
+        path = self._path
+        return path.list_db() if isinstance(path, OneScriptRelease) else None
+
+    def firings_pushed(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Firings the recurring scheduler pushed onto the broker: counted and announced as this
+        scheduler's one-script releases, so metrics and listeners see every release."""
+        self._releaser.notify(jobs)
+        record_outcomes(self.metrics, "one_script", Counter({Outcome.RELEASED: len(jobs)}))
 
     @property
     def dispatcher(self) -> Dispatcher:

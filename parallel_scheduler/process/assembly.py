@@ -113,6 +113,7 @@ def assemble(
         on_fired=delayed.wake,
         pool=recurring_pool,
         envelope=_firing_envelope(storage, dispatcher, settings),
+        push=delayed,  # due firings straight onto the broker's lists where it found them
     )
     settings = delayed.settings
     assignment: ShardAssignment | None = None
@@ -143,6 +144,7 @@ def assemble(
                 serving=_serving(assignment, shard),
                 pool=recurring_pool,
                 envelope=_firing_envelope(store, dispatcher, settings),
+                push=delayed_shards[shard],
             )
             for shard, store in enumerate(stores)
         ]

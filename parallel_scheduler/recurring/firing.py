@@ -4,6 +4,11 @@
 adds its firing jobs and advances its next run with a compare-and-set on its version. A firing
 has a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a no-op in
 storage and every tick fires exactly once, even across crashes and racing schedulers.
+
+Where storage and the broker's lists share a Redis server (``FiringPush.firing_list_db``, found
+by the delayed scheduler's one-script release), the same step pushes each new firing that is
+due onto its broker list, Enqueued (``ListFiringStorage``): a tick reaches the broker without
+waiting for a release pass.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.recorder import MetricsRecorder
@@ -21,9 +27,17 @@ from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.triggers import FiringPlan, Schedule, plan_firing
-from storage_adapters import Firing, NewJob, PlannedFiring, RecurringRecord, Storage
+from storage_adapters import (
+    ClaimedJob,
+    Firing,
+    ListFiringStorage,
+    NewJob,
+    PlannedFiring,
+    RecurringRecord,
+    Storage,
+)
 
-__all__ = ["FIRE_CHUNK", "Envelope", "fire_chunk"]
+__all__ = ["FIRE_CHUNK", "Envelope", "FiringPush", "fire_chunk"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +51,18 @@ FIRE_CHUNK = 200
 Envelope = Callable[[NewJob], "str | None"]
 
 
+class FiringPush(Protocol):
+    """Where firings may go straight to the broker: the delayed scheduler of the same store,
+    which knows whether storage and broker share a Redis server and counts what is released."""
+
+    @property
+    def firing_list_db(self) -> int | None:
+        """The broker database to push due firings into, or ``None``: store them Scheduled."""
+
+    def firings_pushed(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Count and announce ``jobs``, pushed onto the broker by the firing step, as released."""
+
+
 def fire_chunk(
     storage: Storage,
     held: HeldLock,
@@ -44,6 +70,7 @@ def fire_chunk(
     metrics: MetricsRecorder,
     envelope: Envelope | None,
     records: Sequence[RecurringRecord],
+    push: FiringPush | None = None,
 ) -> list[FireResult]:
     """Fire ``records`` under ``held``: plan each one's ticks up to ``now()`` (the storage
     clock), then add their firing jobs and advance each one's next run in one storage step.
@@ -67,10 +94,7 @@ def fire_chunk(
             continue
         planned.append(_planned(record, plan, envelope))
         plans.append((position, schedule, plan))
-    if planned and held.valid():
-        replies = call_storage(lambda: storage.fire_recurring_many(held.lease, planned))
-    else:
-        replies = [None] * len(planned)
+    replies = _fire(storage, held, planned, push)
     misfires: Counter[str] = Counter()
     for (position, schedule, plan), reply in zip(plans, replies, strict=True):
         if reply is None:
@@ -87,21 +111,32 @@ def fire_chunk(
     return [result for result in results if result is not None]
 
 
+def _fire(
+    storage: Storage, held: HeldLock, planned: list[PlannedFiring], push: FiringPush | None
+) -> list[list[bool] | None]:
+    """The storage step: straight to the broker's lists where ``push`` allows, else stored."""
+    if not planned or not held.valid():
+        return [None] * len(planned)
+    list_db = None if push is None else push.firing_list_db
+    if list_db is None or push is None or not isinstance(storage, ListFiringStorage):
+        return call_storage(lambda: storage.fire_recurring_many(held.lease, planned))
+    replies, pushed = call_storage(
+        lambda: storage.fire_recurring_to_lists(held.lease, planned, list_db)
+    )
+    if pushed:
+        push.firings_pushed(pushed)
+    return replies
+
+
 def _planned(record: RecurringRecord, plan: FiringPlan, envelope: Envelope | None) -> PlannedFiring:
     """What firing ``record`` by ``plan`` writes, at the version the plan was made from."""
     jobs = tuple(
         NewJob(id=firing_id(record.id, tick), task=record.task, payload=record.payload, due_at=tick)
         for tick in plan.ticks
     )
-    if envelope is not None:
+    if envelope is not None:  # each job built again with its message (NewJob is frozen)
         jobs = tuple(
-            NewJob(
-                id=job.id,
-                task=job.task,
-                payload=job.payload,
-                due_at=job.due_at,
-                envelope=envelope(job),
-            )
+            NewJob(job.id, job.task, job.payload, job.due_at, envelope=envelope(job))
             for job in jobs
         )
     firing = Firing(

@@ -23,7 +23,7 @@ from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import RecurringPassStats
 from parallel_scheduler.log_format import pass_event
-from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, fire_chunk
+from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, FiringPush, fire_chunk
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
 
@@ -47,17 +47,21 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         serving: Callable[[], bool] | None = None,
         pool: BoundedPool | None = None,
         envelope: Envelope | None = None,
+        push: FiringPush | None = None,
     ) -> None:
         """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler:
         with shards, the one of the same shard, where a recurring job's firings live).
         ``shard``, ``serving``, ``pool``: for one shard of a sharded store (``LockedScheduler``).
         ``envelope``: builds each firing job's broker message as it is created (the delayed
-        path's accept-time messages), so its release builds nothing."""
+        path's accept-time messages), so its release builds nothing. ``push``: the delayed
+        scheduler of the same store, through which due firings go straight onto the broker's
+        lists when storage and broker share a Redis server (``firing.FiringPush``)."""
         super().__init__(
             storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
         )
         self._on_fired = on_fired
         self._envelope = envelope
+        self._push = push
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
@@ -68,7 +72,13 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
     def _pass(self, held: HeldLock, stats: RecurringPassStats) -> None:
         batch_size = self.settings.batch_size
         fire = partial(
-            fire_chunk, self.storage, held, self._clock.now, self.metrics, self._envelope
+            fire_chunk,
+            self.storage,
+            held,
+            self._clock.now,
+            self.metrics,
+            self._envelope,
+            push=self._push,
         )
         while self._keep_going(held):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))

@@ -9,9 +9,15 @@ from typing import Protocol, runtime_checkable
 from storage_adapters.records import (
     ClaimedJob,
     LockLease,
+    PlannedFiring,
 )
 
-__all__ = ["ChunkSettlement", "ListReleasingStorage", "TransactionalReleaseStorage"]
+__all__ = [
+    "ChunkSettlement",
+    "ListFiringStorage",
+    "ListReleasingStorage",
+    "TransactionalReleaseStorage",
+]
 
 
 @runtime_checkable
@@ -33,6 +39,20 @@ class ListReleasingStorage(Protocol):
         """``(moved, claimed)``: jobs pushed onto database ``list_db`` and Enqueued (reported
         without payload or envelope, which they no longer need), then the claimed rest; each
         earliest due first."""
+
+
+@runtime_checkable
+class ListFiringStorage(Protocol):
+    """An optional ability beyond ``Storage``, beside ``ListReleasingStorage``: fire a chunk of
+    recurring jobs as ``fire_recurring_many`` does, and in the same atomic step push every new
+    firing job that is due and carries an ``envelope`` onto its list, Enqueued, so a tick goes
+    from storage to the broker without waiting for the next release."""
+
+    def fire_recurring_to_lists(
+        self, lock: LockLease, planned: Sequence[PlannedFiring], list_db: int
+    ) -> tuple[list[list[bool] | None], list[ClaimedJob]]:
+        """``(flags, pushed)``: ``fire_recurring_many``'s answer, and the firing jobs pushed onto
+        database ``list_db`` and Enqueued (without payload or envelope), in chunk order."""
 
 
 class ChunkSettlement(Protocol):

@@ -27,8 +27,10 @@ from storage_adapters.checks.values import (
     non_negative_offset,
     positive_count,
 )
-from storage_adapters.errors import refused_save
+from storage_adapters.errors import InvalidArgumentError, StorageError, refused_save
 from storage_adapters.records import (
+    ClaimedJob,
+    JobState,
     LockLease,
     ManualFiring,
     NewRecurring,
@@ -183,10 +185,31 @@ class RedisRecurringStore(RedisPlumbing):
     def fire_recurring_many(
         self, lock: LockLease, planned: Sequence[PlannedFiring]
     ) -> list[list[bool] | None]:
+        return self._fire(lock, planned, None)[0]
+
+    def fire_recurring_to_lists(
+        self, lock: LockLease, planned: Sequence[PlannedFiring], list_db: int
+    ) -> tuple[list[list[bool] | None], list[ClaimedJob]]:
+        """``fire_recurring_many``, and every new firing job that is due and carries an
+        envelope goes straight onto its list in database ``list_db`` of this server, Enqueued
+        (``ListFiringStorage``). Returns the flags and the jobs pushed, in chunk order."""
+        if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
+            raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
+        if self.clustered:
+            raise StorageError(
+                "fire_recurring_to_lists is not available on a Redis Cluster: no broker shares "
+                "the node of this prefix's slot"
+            )
+        return self._fire(lock, planned, list_db)
+
+    def _fire(
+        self, lock: LockLease, planned: Sequence[PlannedFiring], list_db: int | None
+    ) -> tuple[list[list[bool] | None], list[ClaimedJob]]:
         check_planned_firings(planned)
         if not planned:
-            return []
+            return [], []
         args = [lock.owner, str(lock.token), self._key("rec:"), self._key("job:")]
+        args += ("" if list_db is None else str(list_db), str(self._db))
         for item in planned:
             firing = item.firing
             args += (
@@ -198,9 +221,27 @@ class RedisRecurringStore(RedisPlumbing):
                 str(len(firing.jobs)),
             )
             args += job_fields(firing.jobs)
-        keys = [self._key(f"lock:{lock.name}"), self._key("rec_due"), *self._job_keys()]
+        keys = [
+            self._key(f"lock:{lock.name}"),
+            self._key("rec_due"),
+            *self._job_keys(),
+            self._state_key(JobState.ENQUEUED),
+            self._finished_key(JobState.ENQUEUED),
+        ]
         replies = self._run("fire_recurring", keys, args)
-        return [None if reply is None else [flag == "1" for flag in reply] for reply in replies]
+        results: list[list[bool] | None] = []
+        pushed: list[ClaimedJob] = []
+        for item, reply in zip(planned, replies, strict=True):
+            if reply is None:
+                results.append(None)
+                continue
+            results.append([flag != "0" for flag in reply])
+            pushed += (
+                ClaimedJob(job.id, job.task, "", job.due_at, 1, lock.token)
+                for job, flag in zip(item.firing.jobs, reply, strict=True)
+                if flag == "2"
+            )
+        return results, pushed
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring

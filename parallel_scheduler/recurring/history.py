@@ -52,7 +52,7 @@ def add_history(
     by hand can still fire and be triggered."""
     mark = {"trigger": True} if trigger else {}
     added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
-    kept = read_history(history, []) + added
+    kept = added if history in ("", "[]") else read_history(history, []) + added
     return json.dumps(kept[-HISTORY_LIMIT:], separators=(",", ":"))
 
 

@@ -70,7 +70,10 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         return stats.fired > 0
 
     def _pass(self, held: HeldLock, stats: RecurringPassStats) -> None:
-        batch_size = self.settings.batch_size
+        # a chunk for every pool thread: a batch of batch_size alone (1,000 by default) would
+        # keep half of the default ten threads idle, since a chunk is FIRE_CHUNK jobs
+        settings = self.settings
+        batch_size = max(settings.batch_size, FIRE_CHUNK * settings.max_degree_of_parallelism)
         fire = partial(
             fire_chunk,
             self.storage,

@@ -14,6 +14,7 @@ from redis.exceptions import RedisClusterException
 
 from storage_adapters.checks.values import check_new_jobs
 from storage_adapters.errors import (
+    InvalidArgumentError,
     StorageConfigurationError,
     StorageError,
     StorageUnavailableError,
@@ -99,6 +100,18 @@ class RedisPlumbing:
     def _db(self) -> int:
         """The database number of a single server (0 on a cluster)."""
         return self._link.db
+
+    def _broker_db(self, list_db: int, what: str) -> int:
+        """``list_db`` checked for a script that pushes onto a broker's lists on this server:
+        a database number, and never on a cluster (no broker shares a cluster node's lists)."""
+        if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
+            raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
+        if self.clustered:
+            raise StorageError(
+                f"{what} is not available on a Redis Cluster: no broker shares the node of this "
+                "prefix's slot (the scheduler releases by claim and send there)"
+            )
+        return list_db
 
     def __repr__(self) -> str:
         return f"RedisStorage({self._masked_url!r}, prefix={self._prefix!r})"

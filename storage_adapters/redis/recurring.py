@@ -27,7 +27,7 @@ from storage_adapters.checks.values import (
     non_negative_offset,
     positive_count,
 )
-from storage_adapters.errors import InvalidArgumentError, StorageError, refused_save
+from storage_adapters.errors import refused_save
 from storage_adapters.records import (
     ClaimedJob,
     JobState,
@@ -193,14 +193,7 @@ class RedisRecurringStore(RedisPlumbing):
         """``fire_recurring_many``, and every new firing job that is due and carries an
         envelope goes straight onto its list in database ``list_db`` of this server, Enqueued
         (``ListFiringStorage``). Returns the flags and the jobs pushed, in chunk order."""
-        if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
-            raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
-        if self.clustered:
-            raise StorageError(
-                "fire_recurring_to_lists is not available on a Redis Cluster: no broker shares "
-                "the node of this prefix's slot"
-            )
-        return self._fire(lock, planned, list_db)
+        return self._fire(lock, planned, self._broker_db(list_db, "fire_recurring_to_lists"))
 
     def _fire(
         self, lock: LockLease, planned: Sequence[PlannedFiring], list_db: int | None

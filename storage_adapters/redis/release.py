@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from storage_adapters.checks.values import RECOVERED_REASON, error_text, positive_count
-from storage_adapters.errors import InvalidArgumentError, StorageError
 from storage_adapters.records import ClaimedJob, JobState, LockLease
 from storage_adapters.redis.jobs import float_arg, lease_arg
 from storage_adapters.redis.plumbing import RedisPlumbing
@@ -74,13 +73,7 @@ class RedisReleaseStore(RedisPlumbing):
         """One script: due jobs with an envelope go onto their broker list in database
         ``list_db`` of this server and are Enqueued; the others are claimed. Returns
         ``(moved, claimed)``, each earliest due first."""
-        if isinstance(list_db, bool) or not isinstance(list_db, int) or list_db < 0:
-            raise InvalidArgumentError(f"list_db must be a database number, not {list_db!r}")
-        if self.clustered:
-            raise StorageError(
-                "release_to_lists is not available on a Redis Cluster: no broker shares the node "
-                "of this prefix's slot (the scheduler releases by claim and send there)"
-            )
+        list_db = self._broker_db(list_db, "release_to_lists")
         keys = [
             self._key(f"lock:{lock.name}"),
             self._key("schedule"),

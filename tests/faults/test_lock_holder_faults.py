@@ -95,9 +95,12 @@ def test_sigstop_past_the_lease_then_sigcont(
     jobs it had in flight may then go out twice, exactly as after a crash, and no more."""
     storage, prefix, ids = due_jobs(postgres.url, "stop", JOBS)
     lease = 3.0
+    # 5 ms a hand-off keeps the release going ~3 s after the strike point: room for the wait on
+    # a renewal below even when a loaded machine starves this test's polling (at 1 ms the pair
+    # could finish all the jobs before the holder was read).
     settings = {
         "release_mode": "per_job", "batch_size": BATCH, "parallelism": PARALLELISM,
-        "poll_interval": 0.05, "lock_lease": lease, "dispatch_delay": 0.001,
+        "poll_interval": 0.05, "lock_lease": lease, "dispatch_delay": 0.005,
     }  # fmt: skip
     pair = spawn_pair(postgres.url, prefix, settings)
     stale = pair.holder_after(storage, STRIKE_AFTER)

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from storage_adapters.errors import StorageConfigurationError, StorageError, StorageUnavailableError
 from storage_adapters.records import LockLease, NewJob, validate_prefix
 from storage_adapters.sql.dialect import Dialect
-from storage_adapters.sql.driver import ArrayInsert, DriverStatement, HeldConnections
+from storage_adapters.sql.driver import ArrayInsert, BinaryArrays, DriverStatement, HeldConnections
 from storage_adapters.sql.statements import Statements
 from storage_adapters.sql.tables import build_tables
 
@@ -60,6 +60,8 @@ class SQLPlumbing:
         self._sql = Statements(self._tables, dialect)
         self._driver_statements: dict[int, DriverStatement] = {}
         self._array_insert_statement: ArrayInsert | None = None
+        #: the array statements of the recurring family, compiled, by ``id`` of their statement
+        self._array_statements: dict[int, tuple[sa.ClauseElement, BinaryArrays]] = {}
         self._held = HeldConnections(engine)
         self._closed = False
         #: False for a ``sibling``: its engine (and kept connections) belong to the original.
@@ -78,6 +80,7 @@ class SQLPlumbing:
         twin._sql = Statements(twin._tables, self._dialect)
         twin._driver_statements = {}
         twin._array_insert_statement = None
+        twin._array_statements = {}
         twin._closed = False
         twin._owns_engine = False
         twin.expected_shards = 1

@@ -36,18 +36,19 @@ from storage_adapters.sql.recurring_rows import (
     firing_params,
     recurring_record,
     save_params,
+    saved_arrays,
     trigger_params,
 )
-from storage_adapters.sql.statements import INITIAL_RECURRING_VERSION
+from storage_adapters.sql.statements import INITIAL_RECURRING_VERSION, SAVED_ARRAYS
+
+#: ``SAVED_ARRAYS`` as ``Statements.save_recurring_many`` names its array parameters.
+SAVED_ARRAY_PARAMETERS = tuple(f"saved_{name}" for name in SAVED_ARRAYS)
 
 __all__ = ["SQLRecurringStore"]
 
 
 class SQLRecurringStore(SQLPlumbing):
     """Recurring jobs: saved, read, paused and fired with a compare-and-set on their version."""
-
-    #: ``_fire_arrays``'s compiled statement, with the statement it was compiled from
-    _fire_arrays_statement: tuple[sa.Update, BinaryArrays] | None = None
 
     def save_recurring(self, recurring: NewRecurring, mode: SaveMode) -> bool:
         check_save_mode(mode)
@@ -59,14 +60,18 @@ class SQLRecurringStore(SQLPlumbing):
         return int(version) == INITIAL_RECURRING_VERSION
 
     def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
-        """One transaction for the chunk: which ids exist is read first (their rows locked),
-        the mode checked against it, then every row written in one executemany."""
+        """One transaction for the chunk. On PostgreSQL, one statement writes every row the mode
+        allows and returns their versions; on SQLite, which ids exist is read first, the mode
+        checked against it, then every row written in one executemany."""
         check_save_mode(mode)
         check_new_recurrings(recurrings)
         if not recurrings:
             return []
         ids = [recurring.id for recurring in recurrings]
         refused: list[str] = []
+        by_arrays = self._sql.save_recurring_many
+        if by_arrays is not None:
+            return self._save_by_arrays(by_arrays[mode], recurrings, mode)
         with self._transaction() as conn:
             bound = {"ids": self._dialect.bind_ids(ids)}
             existing = set(conn.execute(self._sql.existing_recurring, bound).scalars().all())
@@ -79,6 +84,27 @@ class SQLRecurringStore(SQLPlumbing):
                 refused = ids  # some were created meanwhile, by a racing save
                 raise RollBack
             return [rid not in existing for rid in ids]
+        raise refused_save(mode, refused)
+
+    def _save_by_arrays(
+        self,
+        statement: sa.Insert | sa.Update,
+        recurrings: Sequence[NewRecurring],
+        mode: SaveMode,
+    ) -> list[bool]:
+        """``save_recurring_many`` on PostgreSQL: the chunk in one statement; a chunk of which
+        the mode refused any id is rolled back whole."""
+        ids = [recurring.id for recurring in recurrings]
+        refused: list[str] = []
+        arrays = self._compiled_arrays(statement, SAVED_ARRAY_PARAMETERS)
+        with self._transaction() as conn:
+            params = {**arrays.constants, **saved_arrays(recurrings)}
+            written = conn.exec_driver_sql(arrays.sql, params).all()
+            versions: dict[str, int] = {row[0]: int(row[1]) for row in written}
+            refused = [rid for rid in ids if rid not in versions]
+            if refused:
+                raise RollBack
+            return [versions[rid] == INITIAL_RECURRING_VERSION for rid in ids]
         raise refused_save(mode, refused)
 
     def get_recurring(self, recurring_id: str) -> RecurringRecord | None:
@@ -156,7 +182,7 @@ class SQLRecurringStore(SQLPlumbing):
         """The ids of ``planned`` whose version still matched, now advanced."""
         statement = self._sql.fire_recurring_many
         if statement is not None:  # PostgreSQL: the chunk in one statement, binary arrays
-            arrays = self._fire_arrays(statement)
+            arrays = self._compiled_arrays(statement, FIRING_ARRAYS)
             params = {**arrays.constants, **fence, **firing_arrays(planned)}
             return set(conn.exec_driver_sql(arrays.sql, params).scalars().all())
         return {
@@ -165,14 +191,16 @@ class SQLRecurringStore(SQLPlumbing):
             if conn.execute(self._sql.fire_recurring, {**fence, **firing_params(item)}).first()
         }
 
-    def _fire_arrays(self, statement: sa.Update) -> BinaryArrays:
-        """``Statements.fire_recurring_many`` as the driver runs it, compiled on first use (and
-        again for a sibling's own statement: another prefix's tables)."""
-        cached = self._fire_arrays_statement
-        if cached is None or cached[0] is not statement:
-            cached = (statement, BinaryArrays(statement, self._engine.dialect, FIRING_ARRAYS))
-            self._fire_arrays_statement = cached
-        return cached[1]
+    def _compiled_arrays(
+        self, statement: sa.Insert | sa.Update, names: tuple[str, ...]
+    ) -> BinaryArrays:
+        """``statement`` (one of ``Statements``' array statements) as the driver runs it,
+        compiled on first use; a sibling's statements (another prefix's tables) are others."""
+        compiled = self._array_statements.get(id(statement))
+        if compiled is None or compiled[0] is not statement:
+            compiled = (statement, BinaryArrays(statement, self._engine.dialect, names))
+            self._array_statements[id(statement)] = compiled
+        return compiled[1]
 
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring

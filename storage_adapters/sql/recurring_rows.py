@@ -21,6 +21,7 @@ __all__ = [
     "firing_params",
     "recurring_record",
     "save_params",
+    "saved_arrays",
     "trigger_params",
 ]
 
@@ -37,6 +38,19 @@ def save_params(recurring: NewRecurring, *, checked: bool = False) -> dict[str, 
         "new_schedule": recurring.schedule,
         "new_enabled": recurring.enabled,
         "new_next_run_at": recurring.next_run_at,
+    }
+
+
+def saved_arrays(recurrings: Sequence[NewRecurring]) -> dict[str, Any]:
+    """The array parameters of ``Statements.save_recurring_many``, one per column of
+    ``SAVED_ARRAYS``, from recurring jobs ``check_new_recurrings`` has checked."""
+    return {
+        "saved_id": [recurring.id for recurring in recurrings],
+        "saved_task": [recurring.task for recurring in recurrings],
+        "saved_payload": [recurring.payload for recurring in recurrings],
+        "saved_schedule": [recurring.schedule for recurring in recurrings],
+        "saved_enabled": [bool(recurring.enabled) for recurring in recurrings],
+        "saved_next_run_at": [_float(recurring.next_run_at) for recurring in recurrings],
     }
 
 

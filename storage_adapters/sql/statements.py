@@ -25,13 +25,16 @@ from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.job_statements import JobStatements
 from storage_adapters.sql.tables import Tables
 
-__all__ = ["INITIAL_RECURRING_VERSION", "RECURRING_FIELDS", "Statements"]
+__all__ = ["INITIAL_RECURRING_VERSION", "RECURRING_FIELDS", "SAVED_ARRAYS", "Statements"]
 
 #: The columns of the recurring table in ``RecurringRecord`` field order.
 RECURRING_FIELDS = (
     *("id", "task", "payload", "schedule", "enabled", "next_run_at", "last_run_at", "history"),
     *("version", "created_at", "updated_at"),
 )
+#: The columns a save writes, each an array parameter ``saved_<name>`` of
+#: ``Statements.save_recurring_many``.
+SAVED_ARRAYS = ("id", "task", "payload", "schedule", "enabled", "next_run_at")
 #: A new recurring job's version; every later write adds one, so only a creation returns it.
 INITIAL_RECURRING_VERSION = 1
 
@@ -159,6 +162,7 @@ class Statements(JobStatements):
             .returning(rec.c.id)
         )
         self.save_recurring = self._save_recurring(dialect, by_id, bump)
+        self.save_recurring_many = self._save_by_arrays(dialect, bump)
 
     def _fire_by_arrays(self, dialect: Dialect) -> sa.Update | None:
         """``fire_recurring`` for a whole chunk in one statement, on PostgreSQL (whose arrays
@@ -199,6 +203,51 @@ class Statements(JobStatements):
             )
             .returning(rec.c.id)
         )
+
+    def _save_by_arrays(
+        self, dialect: Dialect, bump: dict[str, sa.ColumnElement[Any]]
+    ) -> dict[SaveMode, sa.Insert | sa.Update] | None:
+        """``save_recurring`` for a whole chunk in one statement per mode, on PostgreSQL (its
+        arrays carry the chunk as one parameter per column), each returning the id and version
+        of every row it wrote: an id missing from the answer was refused by the mode. ``None``
+        on SQLite, where a statement costs no round trip."""
+        if not dialect.new_jobs_as_arrays:
+            return None
+        rec, now = self._recurring, self._now
+        columns = {name: rec.c[name].type for name in SAVED_ARRAYS}
+        arrays: list[sa.ColumnElement[Any]] = [
+            sa.cast(sa.bindparam(f"saved_{name}", type_=sa.ARRAY(kind)), sa.ARRAY(kind))
+            for name, kind in columns.items()
+        ]
+        saved = (
+            sa.func.unnest(*arrays)
+            .table_valued(*(sa.column(name, kind) for name, kind in columns.items()))
+            .render_derived(name="saved")
+        )
+        rows = sa.select(
+            *(saved.c[name] for name in columns),
+            sa.null().label("last_run_at"),
+            sa.literal("[]").label("history"),
+            sa.literal(INITIAL_RECURRING_VERSION, sa.BigInteger).label("version"),
+            now.label("created_at"),
+            now.label("updated_at"),
+        )
+        insert = dialect.insert(rec).from_select(
+            [*columns, "last_run_at", "history", "version", "created_at", "updated_at"], rows
+        )
+        replaced = [name for name in columns if name != "id"]
+        returned = (rec.c.id, rec.c.version)
+        return {
+            "create": insert.on_conflict_do_nothing(index_elements=[rec.c.id]).returning(*returned),
+            "upsert": insert.on_conflict_do_update(
+                index_elements=[rec.c.id],
+                set_={**{name: insert.excluded[name] for name in replaced}, **bump},
+            ).returning(*returned),
+            "update": sa.update(rec)
+            .where(rec.c.id == saved.c.id)
+            .values(**{name: saved.c[name] for name in replaced}, **bump)
+            .returning(*returned),
+        }
 
     def _save_recurring(
         self,

@@ -130,6 +130,7 @@ class Client:
         eta: datetime | float | None = None,
         countdown: float | timedelta | None = None,
         job_id: str | None = None,
+        jitter: float | timedelta | None = None,
         **options: Any,
     ) -> ScheduleResult:
         """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither).
@@ -141,6 +142,8 @@ class Client:
         :param countdown: Seconds (or a ``timedelta``) from now until it is due.
         :param job_id: The job's id, an idempotency key: scheduling an id that exists changes
             nothing. Default: a new UUID.
+        :param jitter: Seconds (or a ``timedelta``): the due time moves later by an offset in
+            ``[0, jitter)`` derived from the id and the due time (the same for a repeated call).
         :param options: Celery call options the release passes on (``queue``, ``priority``,
             ``expires``, ``headers``, ...).
 
@@ -170,6 +173,7 @@ class Client:
             id=job_id,
             eta=eta,
             countdown=countdown,
+            jitter=jitter,
         )
         return self.schedule_many([spec])[0]
 

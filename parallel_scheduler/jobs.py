@@ -16,6 +16,7 @@ from typing import Any
 
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.firing_ids import check_not_reserved
+from parallel_scheduler.jitter import check_jitter, jitter_offset
 from parallel_scheduler.job_checks import (
     check_call,
     check_task_name,
@@ -29,6 +30,8 @@ from parallel_scheduler.ranges import (
     MAX_INSTANT,
     MIN_INSTANT,
     in_range,
+    lands_too_late,
+    shown,
 )
 from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
 from storage_adapters.errors import InvalidIdentifierError
@@ -71,6 +74,8 @@ class JobSpec:
         the past means due now).
     :param countdown: seconds (or a ``timedelta``) from now, on the storage server's clock;
         give ``eta`` or ``countdown``, not both (neither: due now).
+    :param jitter: seconds (or a ``timedelta``): the due time moves later by an offset in
+        ``[0, jitter)`` of the id and the due time (``jitter.py``), the same on every retry.
 
     Nothing is checked until ``encode`` runs (``Client.schedule_many`` runs it for every spec
     before it stores any).
@@ -91,6 +96,7 @@ class JobSpec:
     id: str | None = None
     eta: datetime | float | None = None
     countdown: float | timedelta | None = None
+    jitter: float | timedelta | None = None
 
     def encode(self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> NewJob:
         """Validate everything, then serialise once; ``now`` is the storage clock's time.
@@ -136,6 +142,8 @@ class JobSpec:
                 raise InvalidJobError(str(exc)) from None
             if "@" in job_id:  # the reserved form has one (see firing_ids)
                 check_not_reserved(job_id)
+        if self.jitter is not None:
+            due_at = _jittered(job_id, due_at, self.jitter)
         check_call(args, kwargs)
         # A list, tuple or dict is encoded as given (JSON writes a tuple as a list, and the
         # encoder only reads them); any other sequence or mapping is copied into one first.
@@ -160,6 +168,14 @@ class JobSpec:
                 "(setting max_payload_bytes)"
             )
         return NewJob(job_id, task, payload, due_at, None)  # by position: measurably faster
+
+
+def _jittered(job_id: str, due_at: float, jitter: object) -> float:
+    """``due_at`` moved by the job's jitter offset; refused past the valid range."""
+    moved = due_at + jitter_offset(job_id, due_at, check_jitter(jitter))
+    if moved > MAX_INSTANT:
+        raise lands_too_late("jitter", shown(jitter))
+    return moved
 
 
 def decode_payload(payload: str) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:

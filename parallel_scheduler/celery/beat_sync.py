@@ -94,12 +94,18 @@ def _same(existing: RecurringJob, entry: Mapping[str, Any], when: Mapping[str, A
         and existing.args == list(entry.get("args") or ())
         and existing.kwargs == dict(entry.get("kwargs") or {})
         and existing.options == _options(entry)
+        and existing.schedule.jitter == _jitter(entry)
         and _when(existing) == dict(when)
     )
 
 
 def _options(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in (entry.get("options") or {}).items() if k in ROUTING_OPTIONS}
+
+
+def _jitter(entry: Mapping[str, Any]) -> Any:
+    """``options={"jitter": SECONDS}`` of a beat entry (checked when saved); 0 without."""
+    return (entry.get("options") or {}).get("jitter") or 0.0
 
 
 def _beat_jobs(recurring: RecurringJobs) -> Iterable[RecurringJob]:
@@ -136,6 +142,7 @@ def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
                 "args": list(entry.get("args") or ()),
                 "kwargs": dict(entry.get("kwargs") or {}),
                 **when,
+                "jitter": _jitter(entry),
                 **_options(entry),
             }
         )

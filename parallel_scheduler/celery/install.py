@@ -37,7 +37,8 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
         name: str, args: Any = None, kwargs: Any = None, countdown: Any = None, eta: Any = None,
         task_id: str | None = None, **options: Any,
     ) -> Any:  # fmt: skip
-        if integration.should_defer(countdown, eta):
+        jitter = options.pop("jitter", None)  # only storage can jitter: a jittered call is stored
+        if jitter or integration.should_defer(countdown, eta):
             reasons = integration.plan(task_id, options)[3]
             if reasons:
                 logger.warning(
@@ -49,7 +50,7 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
                 try:
                     return integration.schedule(
                         name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id,
-                        **options,
+                        jitter=jitter, **options,
                     )  # fmt: skip
                 except StorageUnavailableError as exc:
                     # a retry that raised would be rejected by Celery and lost: never that

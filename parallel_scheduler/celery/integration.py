@@ -132,6 +132,7 @@ class CeleryIntegration:
         countdown: Any = None,
         eta: Any = None,
         task_id: str | None = None,
+        jitter: Any = None,
         **options: Any,
     ) -> Any:
         """Store one call durably; returns an ``AsyncResult`` whose id is the task id (the job
@@ -152,6 +153,7 @@ class CeleryIntegration:
             id=job_id,
             eta=eta,
             countdown=countdown,
+            jitter=jitter,
         )
         try:
             result = self.client.schedule_many([spec])[0]

@@ -35,6 +35,10 @@ def add_commands(commands: Any) -> None:
     schedule.add_argument("--kwargs", type=json_arg(dict), default={}, help="JSON object")
     _when(schedule, required=False)
     schedule.add_argument("--id", dest="job_id", help="job id (idempotency key)")
+    schedule.add_argument(
+        "--jitter", type=float, metavar="SECONDS",
+        help="move the due time later by up to this (an offset of the id and due time)",
+    )  # fmt: skip
     schedule.add_argument("--queue")
     schedule.add_argument("--routing-key")
     schedule.add_argument("--priority", type=int)
@@ -90,7 +94,7 @@ def cmd_schedule(ns: argparse.Namespace) -> int:
     with open_client(ns) as client:
         result = client.schedule(
             ns.task, ns.args, ns.kwargs, eta=ns.eta, countdown=ns.countdown, job_id=ns.job_id,
-            **options,
+            jitter=ns.jitter, **options,
         )  # fmt: skip
         due = result.due_at.isoformat()
         if not result.created:  # show what is stored, not the due time this call asked for

@@ -44,6 +44,10 @@ def add_commands(commands: Any) -> None:
     add.add_argument("--end", type=instant_arg, metavar="ISO8601")
     add.add_argument("--misfire", choices=("skip", "run_once", "run_all"), default="run_once")
     add.add_argument("--misfire-cap", type=int, default=100)
+    add.add_argument(
+        "--jitter", type=float, default=0.0, metavar="SECONDS",
+        help="fire each tick up to this late (an offset of the id and tick; below the next tick)",
+    )  # fmt: skip
     add.add_argument("--queue")
     add.add_argument("--paused", action="store_true", help="create it paused")
     mode = add.add_mutually_exclusive_group()
@@ -84,7 +88,8 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
         job = client.recurring.save(
             ns.recurring_id, ns.task, ns.cron, every=ns.every, args=ns.args, kwargs=ns.kwargs,
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
-            misfire_cap=ns.misfire_cap, enabled=not ns.paused, mode=ns.mode, **options,
+            misfire_cap=ns.misfire_cap, jitter=ns.jitter, enabled=not ns.paused, mode=ns.mode,
+            **options,
         )  # fmt: skip
     next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
     print(f"{job.id} saved ({ns.mode}); next run {next_run}")

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.jobs import JobSpec, display_instant
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule, next_tick
 from storage_adapters import InvalidIdentifierError, NewRecurring, validate_job_id
@@ -48,6 +49,7 @@ def new_recurring(
     misfire_policy: MisfirePolicy = "run_once",
     misfire_cap: int = 100,
     misfire_grace: float = 60.0,
+    jitter: float | timedelta | None = None,
     enabled: bool = True,
     now: float,
     max_payload_bytes: int,
@@ -66,6 +68,7 @@ def new_recurring(
         misfire_cap=misfire_cap,
         misfire_grace=misfire_grace,
         every=seconds,
+        jitter=check_jitter(jitter),
     )
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload

@@ -14,6 +14,7 @@ waiting for a release pass.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -23,10 +24,11 @@ from parallel_scheduler.engine.recorder import MetricsRecorder
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import FireOutcome, FireResult
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jitter import jitter_offset
 from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.triggers import FiringPlan, Schedule, plan_firing
+from parallel_scheduler.recurring.triggers import FiringPlan, Schedule, next_tick, plan_firing
 from storage_adapters import (
     ClaimedJob,
     Firing,
@@ -92,7 +94,7 @@ def fire_chunk(
             logger.error("recurring job %s is unusable: %s", record.id, exc)
             results[position] = FireResult(FireOutcome.FAILED)
             continue
-        planned.append(_planned(record, plan, envelope))
+        planned.append(_planned(record, schedule, plan, envelope))
         plans.append((position, schedule, plan))
     replies = _fire(storage, held, planned, push)
     misfires: Counter[str] = Counter()
@@ -128,10 +130,19 @@ def _fire(
     return replies
 
 
-def _planned(record: RecurringRecord, plan: FiringPlan, envelope: Envelope | None) -> PlannedFiring:
-    """What firing ``record`` by ``plan`` writes, at the version the plan was made from."""
+def _planned(
+    record: RecurringRecord, schedule: Schedule, plan: FiringPlan, envelope: Envelope | None
+) -> PlannedFiring:
+    """What firing ``record`` by ``plan`` writes, at the version the plan was made from; each
+    firing job due at its tick, moved by the schedule's jitter (stored Scheduled when that is
+    still ahead, then released as any delayed job)."""
     jobs = tuple(
-        NewJob(id=firing_id(record.id, tick), task=record.task, payload=record.payload, due_at=tick)
+        NewJob(
+            id=firing_id(record.id, tick),
+            task=record.task,
+            payload=record.payload,
+            due_at=tick + _jitter(record.id, schedule, tick) if schedule.jitter else tick,
+        )
         for tick in plan.ticks
     )
     if envelope is not None:  # each job built again with its message (NewJob is frozen)
@@ -144,7 +155,16 @@ def _planned(record: RecurringRecord, plan: FiringPlan, envelope: Envelope | Non
         last_run_at=(
             later_run(record.last_run_at, plan.ticks[-1]) if plan.ticks else record.last_run_at
         ),
-        history=add_history(record.history, [(job.due_at, job.id) for job in jobs]),
+        history=add_history(
+            record.history, [(tick, job.id) for tick, job in zip(plan.ticks, jobs, strict=True)]
+        ),
         jobs=jobs,
     )
     return PlannedFiring(record.id, record.version, firing)
+
+
+def _jitter(recurring_id: str, schedule: Schedule, tick: float) -> float:
+    """The tick's offset: below the schedule's jitter and below the gap to the next tick."""
+    following = next_tick(schedule, tick)
+    room = math.inf if following is None else following - tick
+    return jitter_offset(recurring_id, tick, schedule.jitter, room)

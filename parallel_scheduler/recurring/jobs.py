@@ -103,6 +103,7 @@ class RecurringJobs:
         misfire_policy: MisfirePolicy = "run_once",
         misfire_cap: int = 100,
         misfire_grace: float = 60.0,
+        jitter: float | timedelta | None = None,
         enabled: bool = True,
         mode: SaveMode = "create",
         **options: Any,
@@ -129,6 +130,9 @@ class RecurringJobs:
             ``misfire_cap``.
         :param misfire_cap: the most missed ticks ``"run_all"`` fires (at least 1).
         :param misfire_grace: seconds a tick may be late and still count as on time.
+        :param jitter: seconds (or a ``timedelta``) each tick's firing may be moved later by,
+            an offset of the id and the tick (the same in every scheduler), never past the next
+            tick; 0 or ``None`` (default): none.
         :param enabled: ``False`` saves it paused.
         :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
         :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
@@ -151,6 +155,7 @@ class RecurringJobs:
             misfire_policy=misfire_policy,
             misfire_cap=misfire_cap,
             misfire_grace=misfire_grace,
+            jitter=jitter,
             enabled=enabled,
             now=self._clock.now(),
             max_payload_bytes=self._max_payload_bytes,

@@ -102,6 +102,7 @@ class RecurringJob(StoredCall):
             "every": self.schedule.every,
             "timezone": self.schedule.timezone,
             "misfire_policy": self.schedule.misfire_policy,
+            "jitter": self.schedule.jitter,
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,

@@ -40,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.ranges import MAX_INTERVAL, check_instant, check_interval, shown
 
 __all__ = [
@@ -92,11 +93,11 @@ class Schedule:
     (no scheduler ran, or the job was due while the store was down): ``skip`` fires none of
     them; ``run_once`` (the default) fires one firing for all of them (the latest missed tick);
     ``run_all`` fires each, up to the ``misfire_cap`` most recent. Ticks within the grace are
-    on time and always fire, whatever the policy and the cap.
+    on time and always fire, whatever the policy and the cap. ``jitter`` seconds spread each
+    tick's firing job over ``[tick, tick + jitter)``, never past the next tick (``jitter.py``).
 
-    Only the cron expression is positional; everything else is keyword-only
-    (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``, ``Schedule(every=90.0)``), so eight
-    settings cannot be passed in the wrong order.
+    Only the cron is positional (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``,
+    ``Schedule(every=90.0)``): nine settings cannot be passed in the wrong order.
     """
 
     cron: str = ""
@@ -108,6 +109,7 @@ class Schedule:
     misfire_cap: int = 100
     misfire_grace: float = 60.0
     every: float | None = None  # an interval in seconds instead of a cron expression
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if self.every is not None:
@@ -161,6 +163,7 @@ class Schedule:
             raise InvalidJobError(
                 f"misfire grace must be from 0 to {MAX_INTERVAL:g} seconds, not {grace!r}"
             )
+        check_jitter(self.jitter)
 
     def _check_fires(self) -> None:
         """Refuse start/end dates that leave no tick at all between them."""
@@ -218,7 +221,8 @@ class Schedule:
 
 @lru_cache(maxsize=SCHEDULE_CACHE)
 def _schedule_json(schedule: Schedule) -> str:
-    return json.dumps(asdict(schedule), separators=(",", ":"))
+    fields = {k: v for k, v in asdict(schedule).items() if v or k != "jitter"}  # 0: as before
+    return json.dumps(fields, separators=(",", ":"))
 
 
 @lru_cache(maxsize=SCHEDULE_CACHE)

@@ -116,10 +116,11 @@ def test_one_job_and_the_job_actions(web: FlaskClient, client: Client) -> None:
 
 def test_recurring_jobs_from_create_to_remove(web: FlaskClient, client: Client) -> None:
     body = {"id": "nightly", "task": "t.r", "cron": "30 2 * * *", "timezone": "Europe/Berlin",
-            "args": ["eu"], "options": {"queue": "reports"}}  # fmt: skip
+            "args": ["eu"], "options": {"queue": "reports"}, "jitter": 45}  # fmt: skip
     code, made = _call(web, "POST", "/api/v1/recurring", body)
     assert code == 201 and made["cron"] == "30 2 * * *" and made["options"] == {"queue": "reports"}
     assert made["timezone"] == "Europe/Berlin" and made["enabled"] is True
+    assert made["jitter"] == 45
     assert "exists already" in _error(web, "POST", "/api/v1/recurring", 409, body)
     for bad, field in (
         ({**body, "id": "other", "cron": "not a cron"}, "cron"),
@@ -129,6 +130,8 @@ def test_recurring_jobs_from_create_to_remove(web: FlaskClient, client: Client) 
         ({**body, "id": "other", "options": {"task": "x"}}, "task"),
         ({**body, "id": "other", "misfire_cap": "many"}, "misfire_cap"),
         ({**body, "id": "other", "misfire_policy": "often"}, "misfire_policy"),
+        ({**body, "id": "other", "jitter": -1}, "jitter must be from 0"),
+        ({**body, "id": "other", "jitter": "soon"}, "jitter"),
         ({"id": "other", "cron": "* * * * *"}, "task"),
     ):
         assert field in _error(web, "POST", "/api/v1/recurring", 400, bad), bad

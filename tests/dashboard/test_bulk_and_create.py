@@ -92,6 +92,7 @@ def test_create_a_recurring_job_with_a_preview_of_its_runs(
         "cron": "30 2 * * *",
         "timezone": "Europe/Paris",
         "misfire_policy": "skip",
+        "jitter": "30",
     }
     preview = web.post("/recurring/new", data={**form, "preview": "1"})
     body = preview.get_data(as_text=True)
@@ -106,6 +107,8 @@ def test_create_a_recurring_job_with_a_preview_of_its_runs(
         ({"timezone": "Mars/Base"}, "Mars/Base"),
         ({"every": "60"}, "one of the two"),
         ({"cron": "61 * * * *"}, "61 * * * *"),
+        ({"jitter": "-5"}, "jitter must be from 0"),
+        ({"jitter": "soon"}, "jitter"),
     ):
         refused = web.post("/recurring/new", data={**form, **change, "confirm": "yes"})
         text = refused.get_data(as_text=True)
@@ -123,6 +126,7 @@ def test_create_a_recurring_job_with_a_preview_of_its_runs(
         {"queue": "reports"},
     )
     assert (saved.schedule.cron, saved.schedule.timezone) == ("30 2 * * *", "Europe/Paris")
+    assert saved.schedule.jitter == 30.0
     assert saved.schedule.misfire_policy == "skip"
     again = web.post("/recurring/new", data={**form, "confirm": "yes"})
     assert again.status_code == 400  # create never replaces

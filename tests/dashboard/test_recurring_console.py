@@ -93,6 +93,7 @@ def save_nightly(client: Client, **changes: Any) -> None:
         "misfire_policy": "skip",
         "misfire_cap": 7,
         "misfire_grace": 120.0,
+        "jitter": 90.0,
         "queue": "reports",
         "priority": 5,
         **changes,
@@ -241,6 +242,7 @@ def test_patch_changes_only_the_fields_it_names(web: FlaskClient, client: Client
     unbounded = client.recurring.get("nightly")
     assert unbounded is not None and unbounded.schedule.start_at is None
     assert unbounded.schedule.misfire_cap == 7 and unbounded.schedule.misfire_grace == 120.0
+    assert unbounded.schedule.jitter == 90.0
     assert _api(web, "PATCH", "/api/v1/recurring/nightly").status_code == 200
     assert _api(web, "PATCH", "/api/v1/recurring/missing", {"args": []}).status_code == 404
 

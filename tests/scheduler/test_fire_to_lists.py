@@ -97,6 +97,44 @@ def test_a_due_tick_reaches_the_broker_in_the_firing_step(
     assert storage.count_by_state()[JobState.SCHEDULED] == 0
 
 
+def test_a_jittered_tick_waits_in_storage_until_its_moved_due_time(
+    store: tuple[str, Storage], queue: str
+) -> None:
+    prefix, storage = store
+    # Given 50 recurring jobs with an hour of jitter whose first tick is a moment away
+    start = math.ceil(storage.now()) + 1
+    begin = datetime.fromtimestamp(start, timezone.utc)
+    client = Client(storage=storage)
+    client.recurring.save_many(
+        [
+            {"id": f"r{n}", "task": "t.tick", "every": 7200, "start": begin, "queue": queue,
+             "jitter": 3600}
+            for n in range(50)
+        ]
+    )  # fmt: skip
+    wait_until(lambda: storage.now() >= start, timeout=10, interval=0.05)
+    # When one pass of each scheduler runs
+    out = subprocess.run(
+        [*run_args(prefix), "--once"], check=True, capture_output=True, text=True
+    ).stdout
+    report = json.loads(out[out.index("{") :])
+    # Then every tick fired, and only the firings whose moved due time has come were sent; the
+    # others wait, Scheduled, due within the hour after the tick
+    assert report["recurring"]["created"] == 50
+    sent = in_broker(queue)
+    now = storage.now()
+    waiting = 0
+    for n in range(50):
+        job = storage.get_job(utc_id(f"r{n}", start))
+        assert job is not None and start <= job.due_at < start + 3600
+        if job.state is JobState.SCHEDULED:
+            assert sent[job.id] == 0
+            waiting += 1
+        else:
+            assert job.due_at <= now and sent[job.id] == 1
+    assert waiting >= 40  # an hour of jitter: almost all are still ahead
+
+
 def test_racing_schedulers_and_a_kill_send_every_tick_once(
     store: tuple[str, Storage], queue: str, tmp_path: Path
 ) -> None:

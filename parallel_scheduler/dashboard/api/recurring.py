@@ -61,6 +61,7 @@ SAVE_FIELDS = (
     "misfire_policy",
     "misfire_cap",
     "misfire_grace",
+    "jitter",
     "enabled",
     "options",
 )
@@ -132,6 +133,7 @@ def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringR
         misfire_policy=cast(MisfirePolicy, policy),
         misfire_cap=typed(body, "misfire_cap", "integer", 100),
         misfire_grace=60.0 if grace is None else grace,
+        jitter=optional_number(body, "jitter"),
         enabled=typed(body, "enabled", "boolean", True),
         mode=mode,
         **_options(body),
@@ -236,6 +238,7 @@ def edit_recurring(recurring_id: str) -> Response:
         misfire_policy=cast(MisfirePolicy, policy),
         misfire_cap=_kept(cap, schedule.misfire_cap),
         misfire_grace=_kept(grace, schedule.misfire_grace),
+        jitter=_kept(_given_number(body, "jitter"), schedule.jitter),
         enabled=_kept(enabled, stored.enabled),
         mode="update",
         **_merged_options(stored.options, body),

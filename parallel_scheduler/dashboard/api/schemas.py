@@ -52,6 +52,11 @@ _SAVE: dict[str, Any] = {
     "misfire_policy": {"enum": ["skip", "run_once", "run_all"]},
     "misfire_cap": {"type": "integer", "minimum": 1},
     "misfire_grace": {"type": "number", "minimum": 0},
+    "jitter": {
+        "type": ["number", "null"],
+        "minimum": 0,
+        "description": "seconds each tick may fire late, by an offset of the id and the tick",
+    },
     "enabled": {"type": "boolean"},
     "options": {"type": "object", "description": "send options: queue, priority, headers, ..."},
 }
@@ -146,6 +151,7 @@ SCHEMAS: dict[str, Any] = {
         every={"type": ["number", "string", "null"]},
         timezone=_MAYBE_TEXT,
         misfire_policy=_MAYBE_TEXT,
+        jitter={"type": ["number", "string", "null"], "description": "seconds; 0: none"},
         enabled={"type": "boolean"},
         next_run_at=_MAYBE_INSTANT,
         last_run_at=_MAYBE_INSTANT,

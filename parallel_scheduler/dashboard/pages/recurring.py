@@ -144,7 +144,7 @@ def _save(found: RecurringJob) -> RecurringJob:
         raise InvalidJobError(f"misfire policy {policy!r} is not one of {MISFIRE_POLICIES}")
     if "timezone" in form:
         zone = parse_text(form, "timezone", 100) or "UTC"
-    grace = parse_seconds(form, "misfire_grace")
+    grace, jitter = parse_seconds(form, "misfire_grace"), parse_seconds(form, "jitter")
     args, kwargs, options = _call(found, form)
     start = None if schedule.start_at is None else utc_datetime(schedule.start_at)
     end: datetime | None = None if schedule.end_at is None else utc_datetime(schedule.end_at)
@@ -161,6 +161,7 @@ def _save(found: RecurringJob) -> RecurringJob:
         misfire_policy=cast(MisfirePolicy, policy),
         misfire_cap=parse_int(form, "misfire_cap", schedule.misfire_cap, 1, 1_000_000),
         misfire_grace=schedule.misfire_grace if grace is None else grace,
+        jitter=schedule.jitter if jitter is None else jitter,
         enabled=found.enabled,
         mode="update",
         **options,

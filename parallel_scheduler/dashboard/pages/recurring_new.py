@@ -44,6 +44,7 @@ def _schedule(form: Any) -> Schedule:
         every=every,
         timezone=zone.key if zone is not None else "UTC",
         misfire_policy=cast(MisfirePolicy, policy),
+        jitter=parse_seconds(form, "jitter") or 0.0,
     )
 
 
@@ -74,6 +75,7 @@ def _create(schedule: Schedule) -> Any:
         kwargs=parse_json_field(form, "kwargs", dict),
         timezone=schedule.timezone,
         misfire_policy=schedule.misfire_policy,
+        jitter=schedule.jitter,
         mode="create",
         **options,
     )

@@ -123,13 +123,15 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
             raise ValueError("not a JSON object")
     except Exception as exc:
         problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
-        return dict.fromkeys(("cron", "every", "timezone", "misfire_policy", "jitter"))
+        names = ("cron", "every", "timezone", "misfire_policy", "jitter", "catch_up_window")
+        return dict.fromkeys(names)
     return {
         "cron": raw.get("cron") or None,
         "every": _seconds(raw.get("every")),
         "timezone": raw.get("timezone"),
         "misfire_policy": raw.get("misfire_policy"),
         "jitter": _seconds(raw.get("jitter", 0.0)),
+        "catch_up_window": _seconds(raw.get("catch_up_window")),
     }
 
 

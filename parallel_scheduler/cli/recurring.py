@@ -48,6 +48,10 @@ def add_commands(commands: Any) -> None:
         "--jitter", type=float, default=0.0, metavar="SECONDS",
         help="fire each tick up to this late (an offset of the id and tick; below the next tick)",
     )  # fmt: skip
+    add.add_argument(
+        "--catch-up-window", type=float, metavar="SECONDS",
+        help="never fire a tick older than this, whatever the misfire policy",
+    )  # fmt: skip
     add.add_argument("--queue")
     add.add_argument("--paused", action="store_true", help="create it paused")
     mode = add.add_mutually_exclusive_group()
@@ -88,8 +92,8 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
         job = client.recurring.save(
             ns.recurring_id, ns.task, ns.cron, every=ns.every, args=ns.args, kwargs=ns.kwargs,
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
-            misfire_cap=ns.misfire_cap, jitter=ns.jitter, enabled=not ns.paused, mode=ns.mode,
-            **options,
+            misfire_cap=ns.misfire_cap, jitter=ns.jitter, catch_up_window=ns.catch_up_window,
+            enabled=not ns.paused, mode=ns.mode, **options,
         )  # fmt: skip
     next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
     print(f"{job.id} saved ({ns.mode}); next run {next_run}")

@@ -50,6 +50,7 @@ def new_recurring(
     misfire_cap: int = 100,
     misfire_grace: float = 60.0,
     jitter: float | timedelta | None = None,
+    catch_up_window: float | timedelta | None = None,
     enabled: bool = True,
     now: float,
     max_payload_bytes: int,
@@ -69,6 +70,11 @@ def new_recurring(
         misfire_grace=misfire_grace,
         every=seconds,
         jitter=check_jitter(jitter),
+        catch_up_window=(
+            catch_up_window.total_seconds()
+            if isinstance(catch_up_window, timedelta)
+            else catch_up_window
+        ),
     )
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload

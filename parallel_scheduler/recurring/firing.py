@@ -1,5 +1,5 @@
 """Firing recurring jobs: where a tick becomes a job. A chunk of due recurring jobs is planned
-(cron, time zone, misfire policy: ``triggers.plan_firing``) and fired in ONE storage step
+(cron, time zone, misfire policy: ``misfires.plan_firing``) and fired in ONE storage step
 (``fire_recurring_many``: one script on Redis, one transaction on SQL), which, per recurring job,
 adds its firing jobs and advances its next run with a compare-and-set on its version. A firing
 has a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a no-op in
@@ -28,7 +28,8 @@ from parallel_scheduler.jitter import jitter_offset
 from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.triggers import FiringPlan, Schedule, next_tick, plan_firing
+from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
+from parallel_scheduler.recurring.triggers import Schedule, next_tick
 from storage_adapters import (
     ClaimedJob,
     Firing,

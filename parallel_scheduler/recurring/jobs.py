@@ -104,6 +104,7 @@ class RecurringJobs:
         misfire_cap: int = 100,
         misfire_grace: float = 60.0,
         jitter: float | timedelta | None = None,
+        catch_up_window: float | timedelta | None = None,
         enabled: bool = True,
         mode: SaveMode = "create",
         **options: Any,
@@ -133,6 +134,9 @@ class RecurringJobs:
         :param jitter: seconds (or a ``timedelta``) each tick's firing may be moved later by,
             an offset of the id and the tick (the same in every scheduler), never past the next
             tick; 0 or ``None`` (default): none.
+        :param catch_up_window: seconds (or a ``timedelta``, 1 s to 100 years): a tick older
+            than this when a scheduler sees it never fires, whatever ``misfire_policy`` and
+            ``misfire_grace``; ``None`` (default): no window.
         :param enabled: ``False`` saves it paused.
         :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
         :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
@@ -156,6 +160,7 @@ class RecurringJobs:
             misfire_cap=misfire_cap,
             misfire_grace=misfire_grace,
             jitter=jitter,
+            catch_up_window=catch_up_window,
             enabled=enabled,
             now=self._clock.now(),
             max_payload_bytes=self._max_payload_bytes,

@@ -103,6 +103,7 @@ class RecurringJob(StoredCall):
             "timezone": self.schedule.timezone,
             "misfire_policy": self.schedule.misfire_policy,
             "jitter": self.schedule.jitter,
+            "catch_up_window": self.schedule.catch_up_window,
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,

@@ -1,4 +1,5 @@
-"""Cron schedules: next ticks across time zones and DST changes, and what to fire after a misfire.
+"""Cron schedules: next ticks across time zones and DST changes (what to fire after a misfire:
+``misfires.py``).
 
 Pure functions of (schedule, time): no I/O and no clock of their own, so every rule here is
 tested with exact expected instants (and against a brute-force oracle,
@@ -45,19 +46,15 @@ from parallel_scheduler.ranges import MAX_INTERVAL, check_instant, check_interva
 
 __all__ = [
     "MISFIRE_POLICIES",
-    "MISSED_COUNT_LIMIT",
-    "FiringPlan",
     "Schedule",
     "next_tick",
-    "plan_firing",
+    "ticks_back",
     "zone_names",
 ]
 
 MisfirePolicy = Literal["skip", "run_once", "run_all"]
 MISFIRE_POLICIES: tuple[MisfirePolicy, ...] = ("skip", "run_once", "run_all")
 _MAX_STEPS = 100_000  # bound on cron iterations for one question; a real schedule needs few
-#: Missed ticks are counted exactly up to this many; a longer outage reports this number.
-MISSED_COUNT_LIMIT = 10_000
 #: No zone has turned its clocks back by a day or more since 1970, so the repeated pass of a
 #: fall-back ends within this many seconds of the transition.
 _MAX_FALL_BACK = 86_400
@@ -93,11 +90,12 @@ class Schedule:
     (no scheduler ran, or the job was due while the store was down): ``skip`` fires none of
     them; ``run_once`` (the default) fires one firing for all of them (the latest missed tick);
     ``run_all`` fires each, up to the ``misfire_cap`` most recent. Ticks within the grace are
-    on time and always fire, whatever the policy and the cap. ``jitter`` seconds spread each
-    tick's firing job over ``[tick, tick + jitter)``, never past the next tick (``jitter.py``).
+    on time and fire, whatever the policy and the cap. A tick older than ``catch_up_window``
+    seconds (when set) never fires, whatever the policy (``misfires.py``). ``jitter`` seconds
+    spread each tick's firing over ``[tick, tick + jitter)``, below the next tick (``jitter.py``).
 
     Only the cron is positional (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``,
-    ``Schedule(every=90.0)``): nine settings cannot be passed in the wrong order.
+    ``Schedule(every=90.0)``): ten settings cannot be passed in the wrong order.
     """
 
     cron: str = ""
@@ -110,6 +108,7 @@ class Schedule:
     misfire_grace: float = 60.0
     every: float | None = None  # an interval in seconds instead of a cron expression
     jitter: float = 0.0
+    catch_up_window: float | None = None
 
     def __post_init__(self) -> None:
         if self.every is not None:
@@ -164,6 +163,8 @@ class Schedule:
                 f"misfire grace must be from 0 to {MAX_INTERVAL:g} seconds, not {grace!r}"
             )
         check_jitter(self.jitter)
+        if self.catch_up_window is not None:
+            check_interval("catch-up window", self.catch_up_window)
 
     def _check_fires(self) -> None:
         """Refuse start/end dates that leave no tick at all between them."""
@@ -219,9 +220,14 @@ class Schedule:
             raise InvalidJobError(f"stored schedule {text!r} is unusable: {exc}") from None
 
 
+#: Fields added after schedules were first stored, with their defaults: left out of the stored
+#: text at those, so a schedule that does not use them is stored exactly as before.
+_ADDED: dict[str, object] = {"jitter": 0.0, "catch_up_window": None}
+
+
 @lru_cache(maxsize=SCHEDULE_CACHE)
 def _schedule_json(schedule: Schedule) -> str:
-    fields = {k: v for k, v in asdict(schedule).items() if v or k != "jitter"}  # 0: as before
+    fields = {k: v for k, v in asdict(schedule).items() if k not in _ADDED or v != _ADDED[k]}
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -358,7 +364,7 @@ def next_tick(schedule: Schedule, after: float) -> float | None:
     return None
 
 
-def _ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
+def ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
     """Ticks in ``[due, now]``, latest first, each once."""
     if schedule.every is not None:
         tick = _interval_tick(schedule, now, after=False)
@@ -376,45 +382,3 @@ def _ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:
         if tick <= now and tick < last:
             last = tick
             yield tick
-
-
-@dataclass(frozen=True)
-class FiringPlan:
-    ticks: list[float]  # to fire now, earliest first
-    next_run_at: float | None
-    #: ticks missed by more than the grace, fired or not; exact up to MISSED_COUNT_LIMIT
-    missed: int
-
-
-@lru_cache(maxsize=SCHEDULE_CACHE)
-def _tick_and_next(schedule: Schedule, due: float) -> tuple[bool, float | None]:
-    """Whether ``due`` is a tick of ``schedule``, and the tick after it: worked out once for
-    every recurring job of one schedule due at one instant (10,000 on one cron at one tick
-    cost one walk, not 10,000)."""
-    return next_tick(schedule, math.nextafter(due, -math.inf)) == due, next_tick(schedule, due)
-
-
-def plan_firing(schedule: Schedule, due: float, now: float) -> FiringPlan:
-    """What to fire for a recurring job whose next run ``due`` has come, at storage time ``now``.
-
-    Ticks within the grace always fire. Of the missed ones, ``skip`` fires none, ``run_once``
-    the latest, ``run_all`` the ``misfire_cap`` latest. All missed ticks are counted.
-    """
-    is_tick, following = _tick_and_next(schedule, due)
-    if is_tick and 0 <= now - due <= schedule.misfire_grace and (following or math.inf) > now:
-        return FiringPlan([due], following, 0)  # the usual case: one tick, on time
-    keep = {"skip": 0, "run_once": 1, "run_all": schedule.misfire_cap}[schedule.misfire_policy]
-    until = now if schedule.end_at is None else min(now, schedule.end_at)
-    on_time: list[float] = []
-    kept: list[float] = []
-    missed = 0
-    for tick in _ticks_back(schedule, due, until):
-        if now - tick <= schedule.misfire_grace:
-            on_time.append(tick)
-            continue
-        missed += 1
-        if len(kept) < keep:
-            kept.append(tick)
-        if missed >= MISSED_COUNT_LIMIT:
-            break
-    return FiringPlan(sorted(on_time + kept), next_tick(schedule, max(now, due)), missed)

@@ -94,6 +94,7 @@ def save_nightly(client: Client, **changes: Any) -> None:
         "misfire_cap": 7,
         "misfire_grace": 120.0,
         "jitter": 90.0,
+        "catch_up_window": 7200.0,
         "queue": "reports",
         "priority": 5,
         **changes,
@@ -242,7 +243,9 @@ def test_patch_changes_only_the_fields_it_names(web: FlaskClient, client: Client
     unbounded = client.recurring.get("nightly")
     assert unbounded is not None and unbounded.schedule.start_at is None
     assert unbounded.schedule.misfire_cap == 7 and unbounded.schedule.misfire_grace == 120.0
-    assert unbounded.schedule.jitter == 90.0
+    assert unbounded.schedule.jitter == 90.0 and unbounded.schedule.catch_up_window == 7200.0
+    windowless = _api(web, "PATCH", "/api/v1/recurring/nightly", {"catch_up_window": None})
+    assert windowless.get_json()["catch_up_window"] is None
     assert _api(web, "PATCH", "/api/v1/recurring/nightly").status_code == 200
     assert _api(web, "PATCH", "/api/v1/recurring/missing", {"args": []}).status_code == 404
 

@@ -26,7 +26,7 @@ from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import Storage, list_jobs
-from tests.storage.entry_points import opened, producer
+from tests.storage.entry_points import Store, opened, producer
 
 HOUR = 3600.0
 JOBS = 60
@@ -203,16 +203,6 @@ def _beat_sync(storage: Storage, bad: Any) -> str:
     return str(error.value)
 
 
-class _Target:
-    """A store of the test's own (``entry_points.Target``)."""
-
-    def __init__(self, url: str, prefix: str, storage: Storage) -> None:
-        self.url, self.prefix, self.storage = url, prefix, storage
-
-    def snapshot(self) -> object:
-        return self.storage.count_by_state(), self.storage.count_recurring()
-
-
 DOORS: dict[str, Callable[[Storage, Any], str]] = {
     "recurring.save": _recurring_save,
     "recurring.save_many": _recurring_save_many,
@@ -236,7 +226,7 @@ def test_a_bad_jitter_is_refused_by_name_and_nothing_is_written(
 def test_the_plugin_refuses_a_bad_jitter_by_name(
     adapter_kind: str, tmp_path: Any, bad: Any, spelled: str
 ) -> None:
-    for target in opened(_Target, adapter_kind, tmp_path):
+    for target in opened(Store, adapter_kind, tmp_path):
         message = _plugin_apply_async(target.storage, bad, target)
         assert "jitter" in message and spelled in message, message
         assert list_jobs(target.storage, None, 10) == []
@@ -258,7 +248,7 @@ def test_the_command_line_refuses_a_bad_jitter_by_name(
     spelled: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for target in opened(_Target, adapter_kind, tmp_path):
+    for target in opened(Store, adapter_kind, tmp_path):
         capsys.readouterr()
         code = main(["--storage-url", target.url, "--prefix", target.prefix, *command])
         err = capsys.readouterr().err
@@ -271,7 +261,7 @@ def test_the_command_line_refuses_a_bad_jitter_by_name(
 def test_the_plugin_stores_a_jittered_call_even_one_due_now(
     adapter_kind: str, tmp_path: Any
 ) -> None:
-    for target in opened(_Target, adapter_kind, tmp_path):
+    for target in opened(Store, adapter_kind, tmp_path):
         app = producer("jitter-now", target)
 
         @app.task(name="t.now", shared=False)  # type: ignore[untyped-decorator]

@@ -49,6 +49,17 @@ def opened(
     storage.close()
 
 
+class Store:
+    """A ``Target`` with nothing of its own: its snapshot is the job counts by state and the
+    number of recurring jobs."""
+
+    def __init__(self, url: str, prefix: str, storage: Storage) -> None:
+        self.url, self.prefix, self.storage = url, prefix, storage
+
+    def snapshot(self) -> object:
+        return self.storage.count_by_state(), self.storage.count_recurring()
+
+
 def producer(name: str, target: Target) -> Celery:
     """A producer app (in memory, no broker) with the plugin installed on ``target``, deferring
     every call due more than a second ahead."""

@@ -23,7 +23,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from parallel_scheduler.recurring.triggers import Schedule, next_tick, plan_firing
+from parallel_scheduler.recurring.misfires import plan_firing
+from parallel_scheduler.recurring.triggers import Schedule, next_tick
 
 ZONES = [
     "Europe/Berlin",
@@ -190,19 +191,28 @@ def utc(text: str) -> int:
 
 
 def expected_plan(
-    ticks: list[float], due: float, now: float, policy: str, cap: int
+    ticks: list[float], due: float, now: float, policy: str, cap: int, catch_up: float | None
 ) -> tuple[list[float], int]:
-    """The README's rules: on-time ticks always fire; of the missed, skip fires none, run_once
-    the latest, run_all the ``cap`` latest. Returns (ticks to fire, missed count)."""
-    window = ticks[bisect.bisect_left(ticks, due) : bisect.bisect_right(ticks, now)]
-    missed = [t for t in window if now - t > GRACE]
-    on_time = [t for t in window if now - t <= GRACE]
-    kept = {"skip": [], "run_once": missed[-1:], "run_all": missed[-cap:]}[policy]
+    """The README's rules: on-time ticks fire; of the missed, skip fires none, run_once the
+    latest, run_all the ``cap`` latest; a tick older than the catch-up window never fires and
+    counts as missed. Returns (ticks to fire, missed count)."""
+    span = ticks[bisect.bisect_left(ticks, due) : bisect.bisect_right(ticks, now)]
+    inside = [t for t in span if catch_up is None or now - t <= catch_up]
+    missed = [t for t in span if now - t > GRACE or t not in inside]
+    on_time = [t for t in inside if now - t <= GRACE]
+    late = [t for t in missed if t in inside]
+    kept = {"skip": [], "run_once": late[-1:], "run_all": late[-cap:]}[policy]
     return kept + on_time, len(missed)
 
 
 def simulate(
-    cron: str, name: str, window: tuple[int, int], lateness: float, policy: str, cap: int
+    cron: str,
+    name: str,
+    window: tuple[int, int],
+    lateness: float,
+    policy: str,
+    cap: int,
+    catch_up: float | None = None,
 ) -> None:
     low, high = window
     horizon = high + int(max(LATE)) + 2  # one oracle window per transition, whatever the lateness
@@ -213,6 +223,7 @@ def simulate(
         misfire_policy=policy,  # type: ignore[arg-type]
         misfire_cap=cap,
         misfire_grace=GRACE,
+        catch_up_window=catch_up,
     )
     due = next_tick(schedule, low - 1)
     fired: list[float] = []
@@ -222,7 +233,7 @@ def simulate(
     while due is not None and due <= high:
         now = due + lateness
         plan = plan_firing(schedule, due, now)
-        want, missed = expected_plan(ticks, due, now, policy, cap)
+        want, missed = expected_plan(ticks, due, now, policy, cap, catch_up)
         assert (plan.ticks, plan.missed) == (want, missed), f"pass at {now} (due {due})"
         later = ticks[bisect.bisect_right(ticks, now) :]
         if later:
@@ -232,7 +243,7 @@ def simulate(
         fired += plan.ticks
         due = plan.next_run_at
     assert len(fired) == len(set(fired)), "a tick fired twice"
-    if lateness <= GRACE:  # every tick before the first unprocessed next run fired
+    if lateness <= min(GRACE, catch_up or GRACE):  # every tick before the next run fired
         assert due is not None
         assert fired == [t for t in ticks if t < due]
 
@@ -255,3 +266,22 @@ def test_firing_matches_the_oracle_through_every_transition(
     reach = 120 if cron == SECOND_CRON else 3 * 3600
     for transition in transitions(name):
         simulate(cron, name, (transition - reach, transition + reach), lateness, policy, cap)
+
+
+#: Catch-up windows: shorter than the grace, between the grace and an outage, and longer.
+CATCH_UP = [30.0, 1800.0, 7200.0]
+
+
+@pytest.mark.parametrize("catch_up", CATCH_UP)
+@pytest.mark.parametrize(("policy", "cap"), LATE_POLICIES)
+@pytest.mark.parametrize("name", ["Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"])
+def test_a_catch_up_window_matches_the_oracle_through_every_transition(
+    name: str, policy: str, cap: int, catch_up: float
+) -> None:
+    for cron in ("*/15 * * * *", "0,30 * * * *", "30 */5 * * * *"):
+        for lateness in (0.0, GRACE / 2, *LATE):
+            for transition in transitions(name):
+                simulate(
+                    cron, name, (transition - 3 * 3600, transition + 3 * 3600),
+                    lateness, policy, cap, catch_up,
+                )  # fmt: skip

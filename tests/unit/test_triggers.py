@@ -19,12 +19,8 @@ import pytest
 
 from parallel_scheduler import InvalidJobError
 from parallel_scheduler.recurring import triggers
-from parallel_scheduler.recurring.triggers import (
-    MISSED_COUNT_LIMIT,
-    Schedule,
-    next_tick,
-    plan_firing,
-)
+from parallel_scheduler.recurring.misfires import MISSED_COUNT_LIMIT, plan_firing
+from parallel_scheduler.recurring.triggers import Schedule, next_tick
 
 
 def utc(text: str) -> float:

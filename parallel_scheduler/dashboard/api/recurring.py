@@ -62,6 +62,7 @@ SAVE_FIELDS = (
     "misfire_cap",
     "misfire_grace",
     "jitter",
+    "catch_up_window",
     "enabled",
     "options",
 )
@@ -134,6 +135,7 @@ def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringR
         misfire_cap=typed(body, "misfire_cap", "integer", 100),
         misfire_grace=60.0 if grace is None else grace,
         jitter=optional_number(body, "jitter"),
+        catch_up_window=optional_number(body, "catch_up_window"),
         enabled=typed(body, "enabled", "boolean", True),
         mode=mode,
         **_options(body),
@@ -194,6 +196,13 @@ def _merged_options(stored: dict[str, Any], body: dict[str, Any]) -> dict[str, A
     return {name: value for name, value in merged.items() if value is not None}
 
 
+def _window(body: dict[str, Any], stored: float | None) -> float | None:
+    """``catch_up_window``: the one given (``null`` removes the window), else the stored one."""
+    if "catch_up_window" in body:
+        return optional_number(body, "catch_up_window")
+    return stored
+
+
 def _bound(body: dict[str, Any], field: str, stored: float | None) -> datetime | None:
     """``start`` or ``end``: the one given (``null`` removes the bound), else the stored one."""
     if field in body:
@@ -239,6 +248,7 @@ def edit_recurring(recurring_id: str) -> Response:
         misfire_cap=_kept(cap, schedule.misfire_cap),
         misfire_grace=_kept(grace, schedule.misfire_grace),
         jitter=_kept(_given_number(body, "jitter"), schedule.jitter),
+        catch_up_window=_window(body, schedule.catch_up_window),
         enabled=_kept(enabled, stored.enabled),
         mode="update",
         **_merged_options(stored.options, body),

@@ -57,6 +57,11 @@ _SAVE: dict[str, Any] = {
         "minimum": 0,
         "description": "seconds each tick may fire late, by an offset of the id and the tick",
     },
+    "catch_up_window": {
+        "type": ["number", "null"],
+        "minimum": 1,
+        "description": "seconds: an older tick never fires, whatever the misfire policy",
+    },
     "enabled": {"type": "boolean"},
     "options": {"type": "object", "description": "send options: queue, priority, headers, ..."},
 }
@@ -152,6 +157,7 @@ SCHEMAS: dict[str, Any] = {
         timezone=_MAYBE_TEXT,
         misfire_policy=_MAYBE_TEXT,
         jitter={"type": ["number", "string", "null"], "description": "seconds; 0: none"},
+        catch_up_window={"type": ["number", "string", "null"], "description": "seconds; or null"},
         enabled={"type": "boolean"},
         next_run_at=_MAYBE_INSTANT,
         last_run_at=_MAYBE_INSTANT,

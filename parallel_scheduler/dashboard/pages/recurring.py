@@ -145,6 +145,9 @@ def _save(found: RecurringJob) -> RecurringJob:
     if "timezone" in form:
         zone = parse_text(form, "timezone", 100) or "UTC"
     grace, jitter = parse_seconds(form, "misfire_grace"), parse_seconds(form, "jitter")
+    window = schedule.catch_up_window  # an empty field removes it
+    if "catch_up_window" in form:
+        window = parse_seconds(form, "catch_up_window")
     args, kwargs, options = _call(found, form)
     start = None if schedule.start_at is None else utc_datetime(schedule.start_at)
     end: datetime | None = None if schedule.end_at is None else utc_datetime(schedule.end_at)
@@ -162,6 +165,7 @@ def _save(found: RecurringJob) -> RecurringJob:
         misfire_cap=parse_int(form, "misfire_cap", schedule.misfire_cap, 1, 1_000_000),
         misfire_grace=schedule.misfire_grace if grace is None else grace,
         jitter=schedule.jitter if jitter is None else jitter,
+        catch_up_window=window,
         enabled=found.enabled,
         mode="update",
         **options,

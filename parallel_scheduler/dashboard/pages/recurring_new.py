@@ -45,6 +45,7 @@ def _schedule(form: Any) -> Schedule:
         timezone=zone.key if zone is not None else "UTC",
         misfire_policy=cast(MisfirePolicy, policy),
         jitter=parse_seconds(form, "jitter") or 0.0,
+        catch_up_window=parse_seconds(form, "catch_up_window"),
     )
 
 
@@ -76,6 +77,7 @@ def _create(schedule: Schedule) -> Any:
         timezone=schedule.timezone,
         misfire_policy=schedule.misfire_policy,
         jitter=schedule.jitter,
+        catch_up_window=schedule.catch_up_window,
         mode="create",
         **options,
     )

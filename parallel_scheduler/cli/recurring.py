@@ -19,6 +19,7 @@ from typing import Any
 
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg, json_arg
+from parallel_scheduler.cli.recurring_backfill import add_backfill_command
 from parallel_scheduler.cli.recurring_import import add_import_command
 from parallel_scheduler.cli.render import print_listing
 from parallel_scheduler.timeline import timeline_line
@@ -84,6 +85,7 @@ def add_commands(commands: Any) -> None:
         action.add_argument("recurring_id", metavar="ID")
         action.set_defaults(handler=cmd_recurring_action)
     add_import_command(actions)
+    add_backfill_command(actions)
 
 
 def cmd_recurring_add(ns: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ waiting for a release pass.
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -24,12 +23,11 @@ from parallel_scheduler.engine.recorder import MetricsRecorder
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import FireOutcome, FireResult
 from parallel_scheduler.errors import InvalidJobError
-from parallel_scheduler.jitter import jitter_offset
 from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
-from parallel_scheduler.recurring.triggers import Schedule, next_tick
+from parallel_scheduler.recurring.triggers import Schedule, firing_due_at
 from storage_adapters import (
     ClaimedJob,
     Firing,
@@ -142,7 +140,7 @@ def _planned(
             id=firing_id(record.id, tick),
             task=record.task,
             payload=record.payload,
-            due_at=tick + _jitter(record.id, schedule, tick) if schedule.jitter else tick,
+            due_at=firing_due_at(record.id, schedule, tick),
         )
         for tick in plan.ticks
     )
@@ -162,10 +160,3 @@ def _planned(
         jobs=jobs,
     )
     return PlannedFiring(record.id, record.version, firing)
-
-
-def _jitter(recurring_id: str, schedule: Schedule, tick: float) -> float:
-    """The tick's offset: below the schedule's jitter and below the gap to the next tick."""
-    following = next_tick(schedule, tick)
-    room = math.inf if following is None else following - tick
-    return jitter_offset(recurring_id, tick, schedule.jitter, room)

@@ -27,6 +27,7 @@ from parallel_scheduler.errors import InvalidItemError, InvalidJobError, Paralle
 from parallel_scheduler.firing_ids import firing_id, trigger_id
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.accepting import new_recurring
+from parallel_scheduler.recurring.backfill import Backfill, backfill
 from parallel_scheduler.recurring.history import (
     HISTORY_LIMIT,
     add_history,
@@ -345,6 +346,20 @@ class RecurringJobs:
         if written is None and self._call(lambda: self._storage.get_job(job.id)) is None:
             return None
         return job.id
+
+    def backfill(self, recurring_id: str, start: datetime, end: datetime) -> Backfill:
+        """Fire every tick of a past range once, as the scheduler would have (``backfill.py``).
+
+        :param start: the first instant of the range (an aware ``datetime``), included.
+        :param end: the last, included; not after now.
+        :returns: how many ticks the range holds, how many jobs were created, and how many
+            existed already (a second backfill of the same range creates none).
+        :raises InvalidJobError: no such recurring job, a naive or reversed range, one that ends
+            in the future or holds more than ``BACKFILL_LIMIT`` ticks; nothing is written.
+        """
+        record = self._existing(recurring_id)
+        self._verify_shards()
+        return backfill(self._storage, self._call, record, start, end, self._clock.now())
 
     def remove(self, recurring_id: str) -> bool:
         """Delete the recurring job (its firings already created stay); returns whether it

@@ -41,12 +41,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from parallel_scheduler.errors import InvalidJobError
-from parallel_scheduler.jitter import check_jitter
+from parallel_scheduler.jitter import check_jitter, jitter_offset
 from parallel_scheduler.ranges import MAX_INTERVAL, check_instant, check_interval, shown
 
 __all__ = [
     "MISFIRE_POLICIES",
     "Schedule",
+    "firing_due_at",
     "next_tick",
     "ticks_back",
     "zone_names",
@@ -362,6 +363,16 @@ def next_tick(schedule: Schedule, after: float) -> float | None:
         if tick > after:
             return tick
     return None
+
+
+def firing_due_at(recurring_id: str, schedule: Schedule, tick: float) -> float:
+    """When the firing of ``tick`` is due: the tick, moved by the schedule's jitter (below the
+    gap to the next tick); the same for a scheduled firing and a backfill of the same tick."""
+    if not schedule.jitter:
+        return tick
+    following = next_tick(schedule, tick)
+    room = math.inf if following is None else following - tick
+    return tick + jitter_offset(recurring_id, tick, schedule.jitter, room)
 
 
 def ticks_back(schedule: Schedule, due: float, now: float) -> Iterator[float]:

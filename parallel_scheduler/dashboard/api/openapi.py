@@ -202,6 +202,15 @@ def paths() -> dict[str, Any]:
         "/recurring/{recurring_id}/trigger": {
             "post": _op("Fire once now, outside the schedule", (200, "Triggered"), _CHANGE, rec)
         },
+        "/recurring/{recurring_id}/backfill": {
+            "post": _op(
+                "Fire every tick of a past range once",
+                (200, "Backfilled"),
+                _CHANGE,
+                rec,
+                "BackfillRange",
+            )
+        },
         "/outcomes": {
             "get": _op(
                 "The newest final outcomes (keyset paged)", (200, "OutcomePage"), (), _OUTCOMES

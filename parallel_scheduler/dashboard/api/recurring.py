@@ -1,6 +1,6 @@
-"""``/api/v1/recurring``: list, get, create, update, edit, pause, resume, trigger and remove
-recurring jobs, all through ``client.recurring`` (its validation, its error messages: an invalid
-cron, zone or interval is a 400 naming it, and nothing is written).
+"""``/api/v1/recurring``: list, get, create, update, edit, pause, resume, trigger, backfill and
+remove recurring jobs, all through ``client.recurring`` (its validation, its error messages: an
+invalid cron, zone or interval is a 400 naming it, and nothing is written).
 
 A create or ``PUT`` body is the whole recurring job: a field left out takes
 ``RecurringJobs.save``'s default, as on the command line. A ``PATCH`` body names only what
@@ -293,6 +293,19 @@ def trigger_recurring(recurring_id: str) -> Response:
     return reply(triggered_view(path_id(recurring_id), job_id))
 
 
+def backfill_recurring(recurring_id: str) -> Response:
+    """``POST {"from": ISO 8601, "to": ISO 8601}``: every tick of the range fired once."""
+    recurring_id = path_id(recurring_id)
+    body = json_body(("from", "to"))
+    start, end = optional_instant(body, "from"), optional_instant(body, "to")
+    if start is None or end is None:
+        raise BadInput("from and to are required: the range to backfill (ISO 8601)")
+    record = _existing(recurring_id)
+    done = dashboard().client.recurring.backfill(record.id, start, end)
+    audit("api_recurring_backfill", [recurring_id], f"from={start} to={end} {done.to_dict()}")
+    return reply({"id": recurring_id, **done.to_dict()})
+
+
 def remove_recurring(recurring_id: str) -> Response:
     removed = _act(recurring_id, "remove", dashboard().client.recurring.remove)
     if not removed:
@@ -317,6 +330,7 @@ def register(api: Blueprint) -> None:
         ("pause", pause_recurring),
         ("resume", resume_recurring),
         ("trigger", trigger_recurring),
+        ("backfill", backfill_recurring),
     ):
         api.add_url_rule(
             f"/recurring/<recurring_id>/{name}", f"recurring_{name}", view, methods=["POST"]

@@ -200,6 +200,21 @@ SCHEMAS: dict[str, Any] = {
     ),
     "Triggered": _object(("id", "job_id"), id=_TEXT, job_id=_TEXT),
     "Removed": _object(("id", "removed"), id=_TEXT, removed={"type": "boolean"}),
+    "BackfillRange": _object(
+        ("from", "to"),
+        False,
+        **{
+            "from": {"type": "string", "format": "date-time", "description": "included"},
+            "to": {"type": "string", "format": "date-time", "description": "included; past"},
+        },
+    ),
+    "Backfilled": _object(
+        ("id", "ticks", "created", "existing"),
+        id=_TEXT,
+        ticks={"type": "integer", "description": "ticks of the schedule in the range"},
+        created={"type": "integer", "description": "firing jobs created now"},
+        existing={"type": "integer", "description": "firing jobs that were there already"},
+    ),
     "Status": _object(
         ("storage", "counts", "lag_seconds", "schedulers", "problem", "problems"),
         storage=_TEXT,

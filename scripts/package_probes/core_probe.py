@@ -30,6 +30,9 @@ REDIS_ADAPTER = "storage_adapters.redis."
 # The web dashboard's pages are Flask code: they need the [dashboard] extra, by design (the
 # package itself imports, and create_app names the extra; checked below).
 DASHBOARD_PAGES = "parallel_scheduler.dashboard."
+# The Django app's modules are Django code: they need the [django] extra, by design (the package
+# itself imports without it).
+DJANGO_APP = "parallel_scheduler.contrib.django."
 
 
 def check_clean_environment() -> None:
@@ -44,7 +47,7 @@ def check_every_module_imports() -> None:
     for package in (parallel_scheduler, storage_adapters):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if module.name.endswith(REDIS_ONLY) or module.name.startswith(
-                (REDIS_ADAPTER, DASHBOARD_PAGES)
+                (REDIS_ADAPTER, DASHBOARD_PAGES, DJANGO_APP)
             ):
                 continue
             try:

@@ -59,7 +59,10 @@ if current_lock and list_db ~= '' then
   end
 end
 
-local messages, enqueued_index, finished_index = {}, {}, {}
+-- What the loop below adds to the sorted sets, sent once per set at the end (one command per
+-- slice of 1000, not one per job): a script runs alone, so no reader sees the sets in between.
+local messages, enqueued_index, finished_index, all_index = {}, {}, {}, {}
+local due_added, due_removed = {}, {}
 local function push_job(id, task, payload, due, envelope, list)
   local key = ARGV[4] .. id
   if redis.call('EXISTS', key) == 1 then
@@ -67,7 +70,7 @@ local function push_job(id, task, payload, due, envelope, list)
   end
   redis.call('HSET', key, 'task', task, 'payload', payload, 'due_at', due, 'state', 'enqueued',
     'attempts', 1, 'claim_token', ARGV[2], 'created_at', stamp, 'updated_at', stamp)
-  redis.call('ZADD', KEYS[3], due, id)
+  add_member(all_index, due, id)
   add_member(enqueued_index, due, id)
   add_member(finished_index, stamp, id)
   if not messages[list] then
@@ -101,15 +104,21 @@ while i <= #ARGV do
       end
     end
     redis.call('HSET', key, 'next_run_at', next_run_at, 'last_run_at', ARGV[i + 3],
-      'history', ARGV[i + 4], 'updated_at', stamp)
-    redis.call('HINCRBY', key, 'version', 1)
-    index_recurring_due(KEYS[2], id, current[2], next_run_at)
+      'history', ARGV[i + 4], 'updated_at', stamp, 'version', tonumber(version) + 1)
+    if current[2] == '1' and next_run_at ~= '' then -- as index_recurring_due, batched
+      add_member(due_added, next_run_at, id)
+    else
+      due_removed[#due_removed + 1] = id
+    end
     results[#results + 1] = table.concat(stored)
   end
   i = after
 end
 
+call_in_slices('ZADD', KEYS[2], due_added)
+call_in_slices('ZREM', KEYS[2], due_removed)
 if #enqueued_index > 0 then
+  call_in_slices('ZADD', KEYS[3], all_index)
   redis.call('SELECT', list_db)
   for list, queued in pairs(messages) do
     call_in_slices('LPUSH', list, queued)

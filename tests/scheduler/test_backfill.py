@@ -21,6 +21,7 @@ from parallel_scheduler.recurring.backfill import BACKFILL_LIMIT
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import Storage, list_jobs
+from tests.dashboard.conftest import csrf_token
 from tests.storage.entry_points import Store, opened
 from tests.unit.test_dst_oracle import oracle
 
@@ -152,3 +153,37 @@ def test_the_api_backfills_and_refuses_a_bad_range(storage: Storage) -> None:
     missing = web.post("/api/v1/recurring/missing/backfill", json=body, headers=BEARER)
     assert missing.status_code == 404
     assert len(list_jobs(storage, None, 100)) == 8
+
+
+def test_the_edit_page_backfills_and_refuses_a_bad_range(storage: Storage) -> None:
+    nightly(storage)
+    app = create_app(Client(storage))
+    app.testing = True
+    web: FlaskClient = app.test_client()
+    page = web.get("/recurring/edit?id=nightly").get_data(as_text=True)
+    assert 'id="recurring-backfill-form"' in page
+    form = {"csrf_token": csrf_token(web, "/recurring/edit?id=nightly"), "id": "nightly",
+            "from": LOW.isoformat(), "to": "2026-04-02T00:00", "confirm": "yes"}  # fmt: skip
+    future = datetime.fromtimestamp(storage.now() + 3600, timezone.utc).isoformat()
+    for change, reason in (
+        ({"to": future}, "in the future"),
+        ({"from": (HIGH + timedelta(days=1)).isoformat()}, "before"),
+        ({"to": "soon"}, "is not a date-time"),
+        ({"confirm": ""}, "confirm"),
+    ):
+        refused = web.post("/recurring/backfill", data={**form, **change})
+        text = refused.get_data(as_text=True).replace("&#39;", "'")
+        assert refused.status_code == 400 and reason in text, (change, text[:400])
+    assert list_jobs(storage, None, 10) == []
+    done = web.post("/recurring/backfill", data=form, follow_redirects=True)
+    assert done.status_code == 200
+    assert "8 tick(s), 8 fired, 0 already there" in done.get_data(as_text=True)
+    assert len(list_jobs(storage, None, 100)) == 8
+    # Read-only: no form, and the action is refused
+    viewer = create_app(Client(storage), read_only=True)
+    viewer.testing = True
+    looker = viewer.test_client()
+    assert 'id="recurring-backfill-form"' not in looker.get("/recurring/edit?id=nightly").get_data(
+        as_text=True
+    )
+    assert looker.post("/recurring/backfill", data=form).status_code == 403

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, cast
 
 from flask import Flask, flash, redirect, render_template, request, url_for
@@ -22,6 +22,7 @@ from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
     BadInput,
+    parse_instant,
     parse_int,
     parse_job_id,
     parse_seconds,
@@ -223,7 +224,34 @@ def recurring_edit() -> Any:
     return redirect(url_for("recurring"), 303)
 
 
+def recurring_backfill() -> Any:
+    """The edit page's backfill form: every tick from ``from`` to ``to`` fired once (an instant
+    without an offset is read in UTC)."""
+    form = request.form
+    found = _existing(parse_job_id(form))
+    try:
+        require_confirmation(form)
+        start = parse_instant(form, "from", timezone.utc)
+        end = parse_instant(form, "to", timezone.utc)
+        if start is None or end is None:
+            raise BadInput("from and to are required: the range to backfill")
+        done = dashboard().client.recurring.backfill(
+            found.id, utc_datetime(start), utc_datetime(end)
+        )
+    except (InvalidJobError, BadInput) as exc:
+        return _edit_page(found, None, f"backfill: {exc}"), 400
+    audit("recurring_backfill", [found.id], f"from={start!r} to={end!r} {done.to_dict()}")
+    flash(
+        f"recurring job {found.id} backfilled: {done.ticks} tick(s), {done.created} fired, "
+        f"{done.existing} already there"
+    )
+    return redirect(url_for("recurring"), 303)
+
+
 def register(app: Flask) -> None:
     app.add_url_rule("/recurring", "recurring", recurring)
     app.add_url_rule("/recurring/action", "recurring_action", recurring_action, methods=["POST"])
     app.add_url_rule("/recurring/edit", "recurring_edit", recurring_edit, methods=["GET", "POST"])
+    app.add_url_rule(
+        "/recurring/backfill", "recurring_backfill", recurring_backfill, methods=["POST"]
+    )

@@ -16,6 +16,7 @@ and the recurring jobs' are here. Three rules shape them all:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -178,15 +179,7 @@ class Statements(JobStatements):
             "last_run_at": sa.Double,
             "history": sa.Text,
         }
-        arrays: list[sa.ColumnElement[Any]] = [
-            sa.cast(sa.bindparam(f"planned_{name}", type_=sa.ARRAY(kind)), sa.ARRAY(kind))
-            for name, kind in columns.items()
-        ]
-        planned = (
-            sa.func.unnest(*arrays)
-            .table_valued(*(sa.column(name, kind) for name, kind in columns.items()))
-            .render_derived(name="planned")
-        )
+        planned = _unnested("planned", columns)
         return (
             sa.update(rec)
             .where(
@@ -215,15 +208,7 @@ class Statements(JobStatements):
             return None
         rec, now = self._recurring, self._now
         columns = {name: rec.c[name].type for name in SAVED_ARRAYS}
-        arrays: list[sa.ColumnElement[Any]] = [
-            sa.cast(sa.bindparam(f"saved_{name}", type_=sa.ARRAY(kind)), sa.ARRAY(kind))
-            for name, kind in columns.items()
-        ]
-        saved = (
-            sa.func.unnest(*arrays)
-            .table_valued(*(sa.column(name, kind) for name, kind in columns.items()))
-            .render_derived(name="saved")
-        )
+        saved = _unnested("saved", columns)
         rows = sa.select(
             *(saved.c[name] for name in columns),
             sa.null().label("last_run_at"),
@@ -283,3 +268,17 @@ class Statements(JobStatements):
             "update": updated.returning(rec.c.version),
             "upsert": upserted.returning(rec.c.version),
         }
+
+
+def _unnested(name: str, columns: Mapping[str, Any]) -> Any:
+    """``unnest(:<name>_<column>, ...) AS <name>(<column>, ...)``: one array parameter per
+    column, read as the rows of a table named ``name`` (PostgreSQL)."""
+    arrays: list[sa.ColumnElement[Any]] = [
+        sa.cast(sa.bindparam(f"{name}_{column}", type_=sa.ARRAY(kind)), sa.ARRAY(kind))
+        for column, kind in columns.items()
+    ]
+    return (
+        sa.func.unnest(*arrays)
+        .table_valued(*(sa.column(column, kind) for column, kind in columns.items()))
+        .render_derived(name=name)
+    )

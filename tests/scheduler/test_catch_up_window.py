@@ -11,24 +11,16 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from parallel_scheduler import Client, InvalidJobError, Settings
+from parallel_scheduler import Client, InvalidJobError
 from parallel_scheduler.cli import main
 from parallel_scheduler.dashboard import create_app
 from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import Storage, list_jobs
 from tests.dashboard.conftest import csrf_token
+from tests.scheduler.test_recurring import run_pass
 from tests.storage.entry_points import Store, opened
 
 HOUR = 3600.0
-
-
-def run_pass(storage: Storage) -> Any:
-    scheduler = RecurringJobScheduler(storage, Settings())
-    try:
-        return scheduler.run_once()
-    finally:
-        scheduler.close()
 
 
 @pytest.mark.parametrize(("policy", "cap"), [("run_all", 100), ("run_all", 2), ("run_once", 1)])

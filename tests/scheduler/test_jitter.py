@@ -24,20 +24,12 @@ from parallel_scheduler.cli import main
 from parallel_scheduler.jitter import jitter_offset
 from parallel_scheduler.process.service import SchedulerService
 from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import Storage, list_jobs
+from tests.scheduler.test_recurring import run_pass
 from tests.storage.entry_points import Store, opened, producer
 
 HOUR = 3600.0
 JOBS = 60
-
-
-def run_pass(storage: Storage) -> Any:
-    scheduler = RecurringJobScheduler(storage, Settings())
-    try:
-        return scheduler.run_once()
-    finally:
-        scheduler.close()
 
 
 def fired_offsets(storage: Storage, tick: float) -> dict[str, float]:

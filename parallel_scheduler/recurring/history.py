@@ -11,6 +11,7 @@ this version cannot use is shown with what it lacks left empty.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 HISTORY_LIMIT = 20  # recent firings kept per recurring job
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_ENTRY_START = re.compile(r'\{"tick":')
 
 
 def read_history(history: str, problems: list[str]) -> list[dict[str, Any]]:
@@ -52,8 +55,30 @@ def add_history(
     by hand can still fire and be triggered."""
     mark = {"trigger": True} if trigger else {}
     added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
-    kept = added if history in ("", "[]") else read_history(history, []) + added
-    return json.dumps(kept[-HISTORY_LIMIT:], separators=(",", ":"))
+    if history in ("", "[]"):
+        return _ENCODER.encode(added[-HISTORY_LIMIT:])
+    stored = read_history(history, [])
+    spliced = _spliced(history, stored, added)
+    if spliced is not None:
+        return spliced
+    return _ENCODER.encode((stored + added)[-HISTORY_LIMIT:])
+
+
+def _spliced(history: str, stored: list[dict[str, Any]], added: list[dict[str, Any]]) -> str | None:
+    """``add_history``'s answer made by cutting the oldest entries off the stored text and
+    appending the new ones, without encoding the kept ones again (most of the cost); ``None``
+    unless every stored entry begins ``{"tick":``, as this module writes them. Then each such text is a top-level entry's start: inside a JSON string a
+    quote is always escaped, so ``{"tick":`` cannot occur there."""
+    drop = len(stored) + len(added) - HISTORY_LIMIT
+    if not stored or not added or drop >= len(stored) or not history.endswith("}]"):
+        return None
+    starts = [found.start() for found in _ENTRY_START.finditer(history)]
+    if len(starts) != len(stored) or starts[0] != 1:
+        return None
+    if any(next(iter(entry), None) != "tick" for entry in stored):
+        return None  # an entry of another shape: a nested {"tick": may be counted instead
+    kept = history[starts[max(drop, 0)] : -1]
+    return f"[{kept},{_ENCODER.encode(added)[1:-1]}]"
 
 
 def later_run(stored: float | None, at: float) -> float:

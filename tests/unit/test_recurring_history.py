@@ -62,3 +62,49 @@ def test_the_last_run_never_goes_back_and_an_unusable_one_is_replaced() -> None:
     assert history.later_run(TICK - 30, TICK) == TICK
     assert history.later_run(1e20, TICK) == TICK
     assert history.later_run(float("nan"), TICK) == TICK
+
+
+def _reference(stored: str, entries: list[tuple[float, str]], trigger: bool) -> str:
+    """``add_history`` as first written: decode everything, append, encode everything."""
+    mark = {"trigger": True} if trigger else {}
+    added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
+    kept = added if stored in ("", "[]") else history.read_history(stored, []) + added
+    return json.dumps(kept[-history.HISTORY_LIMIT :], separators=(",", ":"))
+
+
+def test_appending_gives_what_decoding_and_encoding_everything_gives() -> None:
+    # Ids with every character that could fool a textual cut: quotes, braces, the entry start
+    ids = [
+        "r@1",
+        'a"},{"tick":9,"job_id":"x',
+        'b\\"{"tick":',
+        "c}]",
+        "ü,{",
+        "d@2026-01-01T00:00:00Z",
+    ]
+    canonical = "[]"
+    for n in range(3 * history.HISTORY_LIMIT):
+        entries = [(TICK + n + k / 10, ids[(n + k) % len(ids)]) for k in range(1 + n % 3)]
+        expected = _reference(canonical, entries, n % 4 == 0)
+        canonical = history.add_history(canonical, entries, trigger=n % 4 == 0)
+        assert canonical == expected, n
+    # Stored text this module did not write: the same entries, whatever the cut
+    odd = [
+        '[ {"tick": 1.0, "job_id": "a"} ]',
+        '[{"job_id":"a","tick":1.0},{"tick":2.0,"job_id":"b"}]',
+        '[{"tick":1.0,"job_id":"a","extra":{"tick":5}},{"tick":2.0,"job_id":"b"}]',
+        '[{"tick":1.0,"job_id":"a"},{"note":{"tick":3}}]',
+        "{not json",
+        "[1, 2]",
+        "",
+    ]
+    for stored in odd:
+        for count in (1, history.HISTORY_LIMIT - 1, history.HISTORY_LIMIT + 1):
+            entries = [(TICK + k, f"r@{k}") for k in range(count)]
+            got = history.add_history(stored, entries)
+            assert json.loads(got) == json.loads(_reference(stored, entries, False)), stored
+    full = _reference("[]", [(TICK + k, f"r@{k}") for k in range(history.HISTORY_LIMIT)], False)
+    spaced = full.replace(",", ", ")
+    assert json.loads(history.add_history(spaced, [(TICK, "new")])) == json.loads(
+        _reference(spaced, [(TICK, "new")], False)
+    )

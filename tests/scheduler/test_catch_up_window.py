@@ -6,6 +6,7 @@ nothing written."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -107,3 +108,16 @@ def test_the_api_and_the_form_refuse_a_bad_window_by_name(
     assert page.status_code == 400
     assert "catch" in page.get_data(as_text=True)
     assert storage.count_recurring() == 0
+
+
+def test_the_recurring_page_shows_the_jitter_and_the_window(storage: Storage) -> None:
+    client = Client(storage)
+    client.recurring.save("plain", "t.p", "0 * * * *")
+    client.recurring.save(
+        "spread", "t.s", "0 * * * *", jitter=900, catch_up_window=6 * HOUR, misfire_policy="skip"
+    )
+    app = create_app(client)
+    app.testing = True
+    page = app.test_client().get("/recurring").get_data(as_text=True)
+    cells = re.findall(r'<td class="recurring-policy"><span [^>]*>([^<]*)</span>', page)
+    assert sorted(cells) == ["run_once", "skip · jitter 15 min · window 6 h"]

@@ -67,8 +67,9 @@ def add_history(
 def _spliced(history: str, stored: list[dict[str, Any]], added: list[dict[str, Any]]) -> str | None:
     """``add_history``'s answer made by cutting the oldest entries off the stored text and
     appending the new ones, without encoding the kept ones again (most of the cost); ``None``
-    unless every stored entry begins ``{"tick":``, as this module writes them. Then each such text is a top-level entry's start: inside a JSON string a
-    quote is always escaped, so ``{"tick":`` cannot occur there."""
+    unless every stored entry begins ``{"tick":``, as this module writes them. Then each such
+    text is a top-level entry's start: inside a JSON string a quote is always escaped, so
+    ``{"tick":`` cannot occur there."""
     drop = len(stored) + len(added) - HISTORY_LIMIT
     if not stored or not added or drop >= len(stored) or not history.endswith("}]"):
         return None

@@ -25,7 +25,8 @@ from typing import Any
 from celery.schedules import crontab
 from celery.schedules import schedule as interval_schedule
 
-from parallel_scheduler.errors import ConfigurationError
+from parallel_scheduler.errors import ConfigurationError, InvalidJobError
+from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
 from parallel_scheduler.recurring.jobs import RecurringJob, RecurringJobs
 
@@ -87,14 +88,16 @@ def _when(existing: RecurringJob) -> dict[str, Any]:
     return {"cron": existing.schedule.cron, "timezone": existing.schedule.timezone}
 
 
-def _same(existing: RecurringJob, entry: Mapping[str, Any], when: Mapping[str, Any]) -> bool:
+def _same(
+    name: str, existing: RecurringJob, entry: Mapping[str, Any], when: Mapping[str, Any]
+) -> bool:
     """True when saving ``entry`` would change nothing (so its next run is left alone)."""
     return (
         existing.task == entry["task"]
         and existing.args == list(entry.get("args") or ())
         and existing.kwargs == dict(entry.get("kwargs") or {})
         and existing.options == _options(entry)
-        and existing.schedule.jitter == _jitter(entry)
+        and existing.schedule.jitter == _jitter(name, entry)
         and _when(existing) == dict(when)
     )
 
@@ -103,9 +106,13 @@ def _options(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in (entry.get("options") or {}).items() if k in ROUTING_OPTIONS}
 
 
-def _jitter(entry: Mapping[str, Any]) -> Any:
-    """``options={"jitter": SECONDS}`` of a beat entry (checked when saved); 0 without."""
-    return (entry.get("options") or {}).get("jitter") or 0.0
+def _jitter(name: str, entry: Mapping[str, Any]) -> float:
+    """``options={"jitter": SECONDS}`` of a beat entry, in seconds (a ``timedelta`` too, so an
+    unchanged entry compares equal to what is stored); 0 without; a bad one names the entry."""
+    try:
+        return check_jitter((entry.get("options") or {}).get("jitter"))
+    except InvalidJobError as exc:
+        raise InvalidJobError(f"beat entry {name!r}: {exc}") from None
 
 
 def _beat_jobs(recurring: RecurringJobs) -> Iterable[RecurringJob]:
@@ -132,7 +139,7 @@ def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
         wanted[rid] = name
         when = schedule_of(name, entry["schedule"], app)
         existing = stored.get(rid)
-        if existing is not None and _same(existing, entry, when):
+        if existing is not None and _same(name, existing, entry, when):
             report.unchanged.append(rid)
             continue
         changed.append(
@@ -142,7 +149,7 @@ def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
                 "args": list(entry.get("args") or ()),
                 "kwargs": dict(entry.get("kwargs") or {}),
                 **when,
-                "jitter": _jitter(entry),
+                "jitter": _jitter(name, entry),
                 **_options(entry),
             }
         )

@@ -59,7 +59,6 @@ def new_recurring(
     """The recurring job as stored, every argument validated (``RecurringJobs.save`` documents
     them), its next run the first tick after ``now``; ``InvalidJobError`` names what is wrong."""
     validate_recurring_id(recurring_id)
-    seconds = every.total_seconds() if isinstance(every, timedelta) else every
     schedule = Schedule(
         cron,
         timezone=timezone,
@@ -68,13 +67,9 @@ def new_recurring(
         misfire_policy=misfire_policy,
         misfire_cap=misfire_cap,
         misfire_grace=misfire_grace,
-        every=seconds,
+        every=_seconds(every),
         jitter=check_jitter(jitter),
-        catch_up_window=(
-            catch_up_window.total_seconds()
-            if isinstance(catch_up_window, timedelta)
-            else catch_up_window
-        ),
+        catch_up_window=_seconds(catch_up_window),
     )
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload
@@ -92,6 +87,11 @@ def new_recurring(
         enabled=enabled,
         next_run_at=upcoming,
     )
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    """A duration given as a ``timedelta`` in seconds; anything else as given (checked later)."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _epoch(moment: datetime | None, name: str) -> float | None:

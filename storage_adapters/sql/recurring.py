@@ -32,6 +32,7 @@ from storage_adapters.sql.driver import BinaryArrays
 from storage_adapters.sql.plumbing import RollBack, SQLPlumbing
 from storage_adapters.sql.recurring_rows import (
     FIRING_ARRAYS,
+    SAVED_ARRAY_PARAMETERS,
     firing_arrays,
     firing_params,
     recurring_record,
@@ -39,10 +40,7 @@ from storage_adapters.sql.recurring_rows import (
     saved_arrays,
     trigger_params,
 )
-from storage_adapters.sql.statements import INITIAL_RECURRING_VERSION, SAVED_ARRAYS
-
-#: ``SAVED_ARRAYS`` as ``Statements.save_recurring_many`` names its array parameters.
-SAVED_ARRAY_PARAMETERS = tuple(f"saved_{name}" for name in SAVED_ARRAYS)
+from storage_adapters.sql.statements import INITIAL_RECURRING_VERSION
 
 __all__ = ["SQLRecurringStore"]
 
@@ -67,11 +65,11 @@ class SQLRecurringStore(SQLPlumbing):
         check_new_recurrings(recurrings)
         if not recurrings:
             return []
-        ids = [recurring.id for recurring in recurrings]
-        refused: list[str] = []
         by_arrays = self._sql.save_recurring_many
         if by_arrays is not None:
             return self._save_by_arrays(by_arrays[mode], recurrings, mode)
+        ids = [recurring.id for recurring in recurrings]
+        refused: list[str] = []
         with self._transaction() as conn:
             bound = {"ids": self._dialect.bind_ids(ids)}
             existing = set(conn.execute(self._sql.existing_recurring, bound).scalars().all())

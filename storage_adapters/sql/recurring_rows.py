@@ -14,9 +14,11 @@ from sqlalchemy.engine import Row
 
 from storage_adapters.checks.values import check_manual_firing, check_new_recurring
 from storage_adapters.records import ManualFiring, NewRecurring, PlannedFiring, RecurringRecord
+from storage_adapters.sql.statements import SAVED_ARRAYS
 
 __all__ = [
     "FIRING_ARRAYS",
+    "SAVED_ARRAY_PARAMETERS",
     "firing_arrays",
     "firing_params",
     "recurring_record",
@@ -41,17 +43,22 @@ def save_params(recurring: NewRecurring, *, checked: bool = False) -> dict[str, 
     }
 
 
+#: ``Statements.save_recurring_many``'s array parameters, one per column of ``SAVED_ARRAYS``.
+SAVED_ARRAY_PARAMETERS = tuple(f"saved_{column}" for column in SAVED_ARRAYS)
+
+
 def saved_arrays(recurrings: Sequence[NewRecurring]) -> dict[str, Any]:
-    """The array parameters of ``Statements.save_recurring_many``, one per column of
-    ``SAVED_ARRAYS``, from recurring jobs ``check_new_recurrings`` has checked."""
-    return {
-        "saved_id": [recurring.id for recurring in recurrings],
-        "saved_task": [recurring.task for recurring in recurrings],
-        "saved_payload": [recurring.payload for recurring in recurrings],
-        "saved_schedule": [recurring.schedule for recurring in recurrings],
-        "saved_enabled": [bool(recurring.enabled) for recurring in recurrings],
-        "saved_next_run_at": [_float(recurring.next_run_at) for recurring in recurrings],
-    }
+    """The array parameters of ``Statements.save_recurring_many`` (``SAVED_ARRAY_PARAMETERS``),
+    from recurring jobs ``check_new_recurrings`` has checked."""
+    columns = (
+        [recurring.id for recurring in recurrings],
+        [recurring.task for recurring in recurrings],
+        [recurring.payload for recurring in recurrings],
+        [recurring.schedule for recurring in recurrings],
+        [bool(recurring.enabled) for recurring in recurrings],
+        [_float(recurring.next_run_at) for recurring in recurrings],
+    )
+    return dict(zip(SAVED_ARRAY_PARAMETERS, columns, strict=True))
 
 
 def firing_params(item: PlannedFiring) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -265,3 +265,18 @@ def test_the_plugin_stores_a_jittered_call_even_one_due_now(
         stored = target.storage.get_job(result.id)
         assert stored is not None and stored.state is JobState.SCHEDULED
         assert before <= stored.due_at < target.storage.now() + 30
+
+
+def test_a_beat_entry_keeps_its_jitter_and_an_unchanged_one_is_not_saved_again(
+    storage: Storage,
+) -> None:
+    app = Celery("jitter-beat-kept", broker="memory://")
+    app.conf.beat_schedule = {
+        "nightly": {"task": "t.r", "schedule": 60.0, "options": {"jitter": timedelta(minutes=2)}}
+    }
+    recurring = Client(storage).recurring
+    first = sync_beat_schedule(app, recurring)
+    saved = recurring.get(first.saved[0])
+    assert saved is not None and saved.schedule.jitter == 120.0
+    again = sync_beat_schedule(app, recurring)
+    assert (again.saved, again.unchanged) == ([], first.saved)

@@ -30,7 +30,8 @@ the optional abilities beyond it), which ``Storage`` joins:
 processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``BrowseStore``
 (filtered keyset pages and finish counts, for the dashboard, ``Client.list`` and the
 command line, through ``paging.py``), and ``OutcomeStore`` (what Celery workers did with each
-released job, written in batches by the workers' plugin; purged with the jobs). The core's
+released job, written in batches by the workers' plugin; purged with the jobs), and
+``PauseStore`` (pauses of a queue or task, whose jobs are held back from release). The core's
 signatures name the families they use.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
@@ -51,6 +52,7 @@ from storage_adapters.contract.abilities import (
 from storage_adapters.contract.admin import InstanceStore, StorageAdmin
 from storage_adapters.contract.jobs import BrowseStore, JobStore, RetentionStore
 from storage_adapters.contract.outcomes import OutcomeStore
+from storage_adapters.contract.pauses import PauseStore
 from storage_adapters.contract.recurring import RecurringStore
 from storage_adapters.contract.release import LockStore, ReleaseStore
 
@@ -63,6 +65,7 @@ __all__ = [
     "ListReleasingStorage",
     "LockStore",
     "OutcomeStore",
+    "PauseStore",
     "RecurringStore",
     "ReleaseStore",
     "RetentionStore",
@@ -83,6 +86,7 @@ class Storage(
     RetentionStore,
     BrowseStore,
     OutcomeStore,
+    PauseStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

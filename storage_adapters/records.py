@@ -29,6 +29,8 @@ __all__ = [
     "OutcomeEvent",
     "OutcomeQuery",
     "OutcomeState",
+    "PauseKind",
+    "PauseRecord",
     "RecurringRecord",
     "SaveMode",
     "check_key_part",
@@ -48,7 +50,9 @@ _LOCK_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 class JobState(str, enum.Enum):
     """Where a job is in its life. Only ``SCHEDULED`` jobs are due; terminal states never change.
     ``FAILED`` is a job set aside because it could not be sent after a bounded number of
-    attempts: not terminal, since ``reschedule`` makes it ``SCHEDULED`` again."""
+    attempts: not terminal, since ``reschedule`` makes it ``SCHEDULED`` again. ``HELD`` is a
+    scheduled job whose task or queue is paused (``PauseStore``): it keeps its due time, is
+    never due, and becomes ``SCHEDULED`` again when no pause holds it."""
 
     SCHEDULED = "scheduled"
     CLAIMED = "claimed"
@@ -56,6 +60,7 @@ class JobState(str, enum.Enum):
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     FAILED = "failed"
+    HELD = "held"
 
     @property
     def is_terminal(self) -> bool:
@@ -84,9 +89,14 @@ class NewJob(_JobFields):
     job costs no serialisation. Storage keeps it opaque and hands it back with the claim; the
     format's codec is ``parallel_scheduler/delayed/envelopes.py`` (``encode_envelope``/
     ``decode_envelope``), and ``lua/release_to_lists.lua`` splits it the same way on the server.
+
+    ``queue`` is the queue the job will be sent to, when the accepting client knows it (its
+    ``queue`` option, or the Celery app's routes): a paused queue (``PauseStore``) holds the jobs
+    stored with its name. ``None`` means unknown; only a pause of its task holds such a job.
     """
 
     envelope: str | None = None
+    queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,7 @@ class JobRecord(_JobFields):
     created_at: float
     updated_at: float
     last_error: str | None = None
+    queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,3 +343,21 @@ def validate_job_id(job_id: str) -> str:
     ):
         return job_id  # ``check_key_part``'s usual case, without its calls (see there)
     return check_key_part("job id", job_id, MAX_JOB_ID_LENGTH)
+
+
+class PauseKind(str, enum.Enum):
+    """What a pause names: a queue (the jobs stored with that ``queue``) or a task name."""
+
+    QUEUE = "queue"
+    TASK = "task"
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRecord:
+    """One pause in force (``PauseStore``): who paused what, when (storage clock), and why."""
+
+    kind: PauseKind
+    name: str
+    note: str
+    paused_by: str
+    paused_at: float

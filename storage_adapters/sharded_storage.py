@@ -11,6 +11,11 @@ given back on all of them if one is busy: a caller holding it may act on any sha
 shard fences it by its own lease. So a scheduler built on this class directly (one active at a
 time) is as safe as on one shard, only not parallel.
 
+Pauses are kept by every shard, each its own copy (a shard's scripts read only its own keys, one
+Redis slot): ``pause`` and ``resume`` go to every shard, shard 0 first, and ``list_pauses`` merges
+the copies, so a pause one shard missed (a call that failed part-way; repeating it completes it)
+still shows.
+
 Two things differ from one shard, both documented: an ``add_jobs`` call whose jobs fall in
 several shards is all or nothing per shard (a failure part-way leaves the shards already written;
 a retry of the same call adds the rest, since accepts are idempotent on id), and a page of
@@ -32,6 +37,7 @@ from storage_adapters.checks.outcomes import (
     check_outcome_events,
     check_outcome_ids,
 )
+from storage_adapters.checks.pauses import check_pause, check_pause_name
 from storage_adapters.checks.values import (
     check_new_jobs,
     check_new_recurrings,
@@ -54,6 +60,8 @@ from storage_adapters.records import (
     OutcomeEvent,
     OutcomeQuery,
     OutcomeState,
+    PauseKind,
+    PauseRecord,
     PlannedFiring,
     RecurringRecord,
     SaveMode,
@@ -301,3 +309,22 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
                 for state, count in counts.items():
                     per_task[state] += count
         return dict(sorted(totals.items()))
+
+    # -- PauseStore: every shard keeps its own copy of the pauses -------------------------------
+
+    def pause(self, kind: PauseKind, name: str, note: str, paused_by: str) -> int:
+        checked = check_pause(kind, name, note, paused_by)  # refused before any shard writes
+        return sum(shard.pause(*checked) for shard in self.shards)
+
+    def resume(self, kind: PauseKind, name: str) -> int:
+        checked = check_pause_name(kind, name)
+        return sum(shard.resume(*checked) for shard in self.shards)
+
+    def list_pauses(self) -> list[PauseRecord]:
+        """Every shard's pauses, one record per pause: shard 0's, or the first shard's that has
+        it (they differ only in ``paused_at``, each shard stamping its own)."""
+        found: dict[tuple[str, str], PauseRecord] = {}
+        for shard in self.shards:
+            for pause in shard.list_pauses():
+                found.setdefault((pause.kind.value, pause.name), pause)
+        return [found[key] for key in sorted(found)]

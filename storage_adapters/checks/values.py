@@ -149,6 +149,13 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
             raise InvalidRecordError(f"job {job_id!r} payload must be a str")
         if envelope is not None and (not isinstance(envelope, str) or not envelope):
             raise InvalidRecordError(f"job {job_id!r} envelope must be a non-empty str or None")
+        queue = job.queue
+        if queue is not None and (
+            not isinstance(queue, str) or not 0 < len(queue) <= MAX_TASK_NAME_LENGTH
+        ):
+            raise InvalidRecordError(
+                f"job {job_id!r} queue must be None or a str of 1-{MAX_TASK_NAME_LENGTH} chars"
+            )
         if type(due_at) is not float or not _isfinite(due_at):
             epoch_seconds("due_at", due_at)
 

@@ -29,6 +29,7 @@ _JOB_FIELDS = [
     "created_at",
     "updated_at",
     "last_error",
+    "queue",
 ]
 
 
@@ -42,7 +43,7 @@ def lease_arg(value: float) -> str:
 
 
 def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
-    task, payload, due_at, state, attempts, created_at, updated_at, last_error = fields
+    task, payload, due_at, state, attempts, created_at, updated_at, last_error, queue = fields
     return JobRecord(
         id=job_id,
         task=task,
@@ -53,6 +54,7 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
         created_at=stored_seconds(created_at),
         updated_at=stored_seconds(updated_at),
         last_error=last_error,
+        queue=queue,
     )
 
 
@@ -79,11 +81,17 @@ class RedisJobStore(RedisPlumbing):
             self._key("schedule"),
             self._state_key(JobState.CANCELLED),
             self._finished_key(JobState.CANCELLED),
+            self._state_key(JobState.HELD),
         ]
         return bool(self._run("cancel", keys, [self._key("job:"), job_id]))
 
     def reschedule(self, job_id: str, due_at: float) -> bool:
-        keys = [self._key("schedule"), self._key("all"), self._state_key(JobState.FAILED)]
+        keys = [
+            self._key("schedule"),
+            self._key("all"),
+            self._state_key(JobState.FAILED),
+            *self._pause_keys(),
+        ]
         args = [self._key("job:"), job_id, float_arg("due_at", due_at)]
         if names_no_job(job_id):
             return False

@@ -49,10 +49,17 @@ _PlumbingT = TypeVar("_PlumbingT", bound="RedisPlumbing")
 
 def job_fields(jobs: Sequence[NewJob]) -> list[str]:
     """Jobs checked by ``check_new_jobs`` as ``add_job`` in lua/_common.lua reads them: id, task,
-    payload, due_at, envelope ('' for none) per job."""
+    payload, due_at, envelope, queue ('' for none) per job."""
     fields: list[str] = []
     for job in jobs:
-        fields += (job.id, job.task, job.payload, repr(float(job.due_at)), job.envelope or "")
+        fields += (
+            job.id,
+            job.task,
+            job.payload,
+            repr(float(job.due_at)),
+            job.envelope or "",
+            job.queue or "",
+        )
     return fields
 
 
@@ -221,11 +228,18 @@ class RedisPlumbing:
     # -- the job encoding accepting and firing share ----------------------------------------
 
     def _job_keys(self) -> list[str]:
-        """The keys ``add_job`` in lua/_common.lua writes: the all-jobs index and the due set."""
-        return [self._key("all"), self._key("schedule")]
+        """The keys a script storing new jobs uses (``add_job`` in lua/_common.lua): the all-jobs
+        index, the due set, the pauses and the held set."""
+        return [self._key("all"), self._key("schedule"), *self._pause_keys()]
+
+    def _pause_keys(self) -> list[str]:
+        """The pauses and the held set: what a script that may make a job due needs besides its
+        own keys, to hold the job instead when a pause matches it (redis/pauses.py)."""
+        return [self._key("pauses"), self._state_key(JobState.HELD)]
 
     def _job_args(self, jobs: Sequence[NewJob]) -> list[str]:
-        """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and fire_recurring share it):
-        the job key prefix, then id, task, payload, due_at, envelope ('' for none) per job."""
+        """Checked jobs as the ARGV tail ``add_job`` reads (add_jobs and the firings share it):
+        the job key prefix, then id, task, payload, due_at, envelope, queue ('' for none) per job.
+        """
         check_new_jobs(jobs)  # every due_at is a finite number: ``float_arg`` without the check
         return [self._key("job:"), *job_fields(jobs)]

@@ -54,6 +54,7 @@ class RedisReleaseStore(RedisPlumbing):
             self._key("schedule"),
             self._key("claimed"),
             self._state_key(JobState.CLAIMED),
+            *self._pause_keys(),
         ]
         args = [self._key("job:"), lock.owner, str(lock.token), lease_arg(lease), what]
         return _claims(self._run(script, keys, args), lock.token)
@@ -81,6 +82,7 @@ class RedisReleaseStore(RedisPlumbing):
             self._state_key(JobState.CLAIMED),
             self._state_key(JobState.ENQUEUED),
             self._finished_key(JobState.ENQUEUED),
+            *self._pause_keys(),
         ]
         args: list[str | int] = [
             self._key("job:"),
@@ -103,6 +105,8 @@ class RedisReleaseStore(RedisPlumbing):
         keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._state_key(target)]
         if target.is_terminal:
             keys.append(self._finished_key(target))
+        elif target is JobState.SCHEDULED:  # given back: held instead when a pause matches
+            keys += self._pause_keys()
         args = [self._key("job:"), target.value, "0" if error is None else "1", error or ""]
         for claim in claims:
             args += (claim.id, str(claim.token))
@@ -134,6 +138,7 @@ class RedisReleaseStore(RedisPlumbing):
             self._key("schedule"),
             self._state_key(JobState.FAILED),
             self._key("all"),
+            *self._pause_keys(),
         ]
         args = [self._key("job:"), error, delay]
         for claim in claims:
@@ -141,7 +146,12 @@ class RedisReleaseStore(RedisPlumbing):
         return list(self._run("set_aside", keys, args))
 
     def recover_expired_claims(self, limit: int = 10_000) -> int:
-        keys = [self._key("claimed"), self._state_key(JobState.CLAIMED), self._key("schedule")]
+        keys = [
+            self._key("claimed"),
+            self._state_key(JobState.CLAIMED),
+            self._key("schedule"),
+            *self._pause_keys(),
+        ]
         args: list[str | int] = [
             self._key("job:"),
             positive_count("limit", limit),

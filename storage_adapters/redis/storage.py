@@ -8,7 +8,8 @@ Keys: ``schedule`` (SCHEDULED ids by due time: the due set), ``state:<state>`` (
 by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease end),
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter),
 ``finished:<state>`` (finished ids by finish time, for retention: ``redis/retention.py``),
-``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``).
+``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``),
+``pauses`` (the pauses in force; their held jobs are ``state:held``: ``redis/pauses.py``).
 Browsing pages through these indexes (``redis/browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis/recurring.py``, accepting
 and managing jobs in ``redis/jobs.py``, the release hand-off in ``redis/release.py``, the lock in
@@ -34,6 +35,7 @@ from storage_adapters.redis.jobs import RedisJobStore
 from storage_adapters.redis.link import RedisLink, parse_target
 from storage_adapters.redis.locks import RedisLockStore
 from storage_adapters.redis.outcomes import OUTCOME_SCRIPTS, RedisOutcomeStore
+from storage_adapters.redis.pauses import PAUSE_SCRIPTS, RedisPauseStore
 from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurringStore
 from storage_adapters.redis.release import RedisReleaseStore
 from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetentionStore
@@ -70,6 +72,7 @@ _SCRIPTS = (
     *INSTANCE_SCRIPTS,
     *BROWSE_SCRIPTS,
     *OUTCOME_SCRIPTS,
+    *PAUSE_SCRIPTS,
 )
 
 
@@ -90,6 +93,7 @@ class RedisStorage(
     RedisInstanceStore,
     RedisBrowseStore,
     RedisOutcomeStore,
+    RedisPauseStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).

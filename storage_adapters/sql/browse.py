@@ -5,8 +5,9 @@ comparison, ``(due_at, id) > (:after_due_at, :after_id)``, which both dialects t
 start of an index range, so a page costs its own size wherever it is. Indexes (schema version 6,
 see ``sql_tables``): ``(due_at, id)`` when no state is asked; with a state, SQLite's due index
 ``(state, due_at, id)``, and on PostgreSQL the partial due index for scheduled jobs, a partial
-``(state, due_at, id)`` for the finished states, and for claimed jobs (the few in flight) their
-lease index and a sort. A task filter is checked on the rows met while walking that index:
+``(state, due_at, id)`` for the finished states, the partial ``(due_at, id)`` indexes of the
+failed and the held jobs (schema versions 8 and 10), and for claimed jobs (the few in flight)
+their lease index and a sort. A task filter is checked on the rows met while walking that index:
 no index includes the task, since every index here is written on every state change of every
 job (state is indexed, so no update is HOT on PostgreSQL); the cost is the rows of the other tasks
 walked past before the page fills (a rare task with no due range can mean a walk of every job in

@@ -41,6 +41,9 @@ class Dialect:
     #: Run in the transaction of a read of the due set, and of a chunk's claim by ids ("" for
     #: none); see sql/postgresql.py.
     due_scan_settings: str = ""
+    #: Run first in the transactions of ``pause`` and ``resume``, ``{jobs}`` naming the jobs
+    #: table ("" for none: SQLite's ``BEGIN IMMEDIATE`` holds the whole file); see sql/pauses.py.
+    pause_lock: str = ""
 
 
 def state_is(column: sa.ColumnElement[Any], state: JobState) -> sa.ColumnElement[bool]:

@@ -27,6 +27,7 @@ def job_record(row: Row[Any]) -> JobRecord:
         created_at=stored_seconds(row.created_at),
         updated_at=stored_seconds(row.updated_at),
         last_error=row.last_error,
+        queue=row.queue,
     )
 
 

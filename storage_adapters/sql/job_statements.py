@@ -15,11 +15,12 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from storage_adapters.checks.values import RECOVERED_REASON
 from storage_adapters.records import JobState
 from storage_adapters.sql.dialect import Dialect, state_is, state_literal
+from storage_adapters.sql.pause_statements import scheduled_or_held
 from storage_adapters.sql.tables import Tables
 
 __all__ = ["NEW_JOB_FIELDS", "JobStatements"]
 
-NEW_JOB_FIELDS = ("id", "task", "payload", "due_at", "envelope")
+NEW_JOB_FIELDS = ("id", "task", "payload", "due_at", "envelope", "queue")
 
 
 class JobStatements:
@@ -29,11 +30,12 @@ class JobStatements:
     def __init__(self, tables: Tables, dialect: Dialect) -> None:
         self._jobs = jobs = tables.jobs
         self._locks = tables.locks
+        self._pauses = tables.pauses
         self._now = dialect.now
         self.now = sa.select(dialect.now)
         self.record_columns = (
             *(jobs.c[name] for name in ("id", "task", "payload", "due_at", "state", "attempts")),
-            *(jobs.c[name] for name in ("created_at", "updated_at", "last_error")),
+            *(jobs.c[name] for name in ("created_at", "updated_at", "last_error", "queue")),
         )
         self.claim_columns = (
             jobs.c.id,
@@ -51,52 +53,81 @@ class JobStatements:
 
     # -- release ----------------------------------------------------------------------------
 
-    def _new_job_columns(self) -> dict[str, sa.ColumnElement[Any]]:
-        """What a new job's row holds besides ``NEW_JOB_FIELDS``, set by the statement."""
+    def scheduled_or_held(
+        self, task: sa.ColumnElement[Any], queue: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[str]:
+        """The state a job of ``task`` and ``queue`` takes where it would become scheduled:
+        held while a pause holds it (``sql/pause_statements.py``), in the same statement."""
+        return scheduled_or_held(self._pauses, task, queue)
+
+    def _new_job_columns(
+        self, task: sa.ColumnElement[Any], queue: sa.ColumnElement[Any]
+    ) -> dict[str, sa.ColumnElement[Any]]:
+        """What a new job's row holds besides ``NEW_JOB_FIELDS``, set by the statement: held at
+        once when its task or queue (``task`` and ``queue``, as the statement reads them) is
+        paused."""
         return {
-            "state": state_literal(JobState.SCHEDULED),
-            "attempts": sa.literal(0, sa.Integer),
+            "state": self.scheduled_or_held(task, queue),
+            "attempts": sa.literal_column("0", sa.Integer),
             "created_at": self._now,
             "updated_at": self._now,
         }
 
     def _add_jobs(self, dialect: Dialect) -> sa.Insert:
-        """``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id`` for one page of new jobs.
+        """``INSERT … SELECT … ON CONFLICT (id) DO NOTHING RETURNING id`` for one page of jobs.
 
         PostgreSQL takes the page as one array per column unnested into rows: a short statement that
         the driver caches and prepares, with nothing to parse per row, which is about twice as
         fast as a multi-row VALUES list with four parameters per row. The arrays travel in the
         driver's binary format (``sql/driver.py``'s ``ArrayInsert``): its text format escapes every
-        element with a regular expression. SQLite has no arrays and gets the VALUES list, which
-        SQLAlchemy builds from one parameter set per job.
+        element with a regular expression. SQLite has no arrays and reads a VALUES list, one row
+        of parameters per job (``sql/driver.py``'s ``ValuesInsert`` repeats this statement's one
+        row). Either way the statement's columns (the pause check among them) are written once,
+        not once per row: an uncorrelated subquery is read once per statement.
         """
         jobs = self._jobs
-        fixed = self._new_job_columns()
-        if dialect.new_jobs_as_arrays:
-            rows = (
-                sa.func.unnest(
-                    *(
-                        sa.bindparam(f"{name}s", type_=ARRAY(jobs.c[name].type))
-                        for name in NEW_JOB_FIELDS
-                    )
-                )
-                .table_valued(*NEW_JOB_FIELDS)
-                .render_derived(name="new_jobs")
-            )
-            insert = dialect.insert(jobs).from_select(
-                [*NEW_JOB_FIELDS, *fixed], sa.select(*rows.c, *fixed.values())
-            )
-        else:
-            insert = dialect.insert(jobs).values(fixed)
+        rows = self._arrays_as_rows() if dialect.new_jobs_as_arrays else self._row_of_values()
+        fixed = self._new_job_columns(rows.c.task, rows.c.queue)
+        selected = sa.select(*(rows.c[name] for name in NEW_JOB_FIELDS), *fixed.values())
+        if not dialect.new_jobs_as_arrays:
+            # SQLite reads "ON CONFLICT" after a SELECT as a join's ON without a WHERE before it
+            selected = selected.where(sa.true())
+        insert = dialect.insert(jobs).from_select([*NEW_JOB_FIELDS, *fixed], selected)
         return insert.on_conflict_do_nothing(index_elements=[jobs.c.id]).returning(jobs.c.id)
+
+    def _arrays_as_rows(self) -> Any:
+        """``unnest(:ids, :tasks, …) AS new_jobs(id, task, …)``: one array parameter per column
+        of ``NEW_JOB_FIELDS`` (PostgreSQL)."""
+        jobs = self._jobs
+        arrays = (
+            sa.bindparam(f"{name}s", type_=ARRAY(jobs.c[name].type)) for name in NEW_JOB_FIELDS
+        )
+        return sa.func.unnest(*arrays).table_valued(*NEW_JOB_FIELDS).render_derived(name="new_jobs")
+
+    def _row_of_values(self) -> Any:
+        """``(SELECT column1 AS id, … FROM (VALUES (:id, …))) AS new_jobs`` (SQLite, which names
+        a VALUES list's columns ``column1``, ``column2``, … and takes no list of names for them):
+        one row of parameters named as ``NEW_JOB_FIELDS``, which ``ValuesInsert`` repeats."""
+        jobs = self._jobs
+        named = ", ".join(f"column{n} AS {name}" for n, name in enumerate(NEW_JOB_FIELDS, 1))
+        row = ", ".join(f":{name}" for name in NEW_JOB_FIELDS)
+        return (
+            sa.text(f"SELECT {named} FROM (VALUES ({row}))")
+            .bindparams(*(sa.bindparam(name, type_=jobs.c[name].type) for name in NEW_JOB_FIELDS))
+            .columns(*(sa.column(name, jobs.c[name].type) for name in NEW_JOB_FIELDS))
+            .subquery("new_jobs")
+        )
 
     def _add_job(self, dialect: Dialect) -> sa.Insert:
         """``add_jobs`` for exactly one job, one plain row of parameters named as
         ``NEW_JOB_FIELDS``: a client storing a job per call runs it on the driver as it is (see
         ``SQLPlumbing._driver_rows``), with no arrays to build, bind or unnest for one row."""
         jobs = self._jobs
+        # every column's parameter is named here, so the pause check may read the task and queue
+        # parameters again (SQLAlchemy refuses a column's own name in a VALUES it fills itself)
         row = {name: sa.bindparam(name, type_=jobs.c[name].type) for name in NEW_JOB_FIELDS}
-        insert = dialect.insert(jobs).values({**row, **self._new_job_columns()})
+        fixed = self._new_job_columns(row["task"], row["queue"])
+        insert = dialect.insert(jobs).values({**row, **fixed})
         return insert.on_conflict_do_nothing(index_elements=[jobs.c.id]).returning(jobs.c.id)
 
     def _build_claims(self) -> None:
@@ -148,15 +179,15 @@ class JobStatements:
         )
         # a job that ended needs its broker message no more
         self.mark_enqueued = settle.values(state=state_literal(JobState.ENQUEUED), envelope=None)
-        self.unclaim = settle.values(
-            state=state_literal(JobState.SCHEDULED), claim_token=None, last_error=error
-        )
+        # a claim given back is held instead when a pause came meanwhile (so are recovered ones)
+        given_back = self.scheduled_or_held(jobs.c.task, jobs.c.queue)
+        self.unclaim = settle.values(state=given_back, claim_token=None, last_error=error)
         self.expire = settle.values(
             state=state_literal(JobState.EXPIRED), last_error=error, envelope=None
         )
         # a job that cannot be sent: due again later on its own, or set aside for good
         self.back_off = settle.values(
-            state=state_literal(JobState.SCHEDULED),
+            state=given_back,
             claim_token=None,
             last_error=error,
             due_at=now + sa.bindparam("delay", type_=sa.Double),
@@ -170,7 +201,7 @@ class JobStatements:
             sa.update(jobs)
             .where(jobs.c.id.in_(lapsed.with_for_update(skip_locked=True)))
             .values(
-                state=state_literal(JobState.SCHEDULED),
+                state=given_back,
                 updated_at=now,
                 lease_until=None,
                 claim_token=None,
@@ -223,22 +254,24 @@ class JobStatements:
         self.list_by_state = {
             state: listing.where(state_is(jobs.c.state, state)) for state in JobState
         }
+        held = state_is(jobs.c.state, JobState.HELD)
         self.cancel = (
             sa.update(jobs)
-            .where(by_id, scheduled)
+            .where(by_id, sa.or_(scheduled, held))
             .values(state=state_literal(JobState.CANCELLED), updated_at=now)
         )
         # updated_at records state changes only, so moving the due time leaves it alone; a
-        # failed job is queued again, its attempts counted afresh.
+        # failed job is queued again (held, when paused), its attempts counted afresh. A held
+        # job stays held: a pause holds it still (no pause, no held job: see sql/pauses.py).
         failed = state_is(jobs.c.state, JobState.FAILED)
         self.reschedule = (
             sa.update(jobs)
-            .where(by_id, sa.or_(scheduled, failed))
+            .where(by_id, sa.or_(scheduled, failed, held))
             .values(
                 due_at=sa.bindparam("new_due_at", type_=sa.Double),
                 attempts=sa.case((failed, 0), else_=jobs.c.attempts),
                 updated_at=sa.case((failed, now), else_=jobs.c.updated_at),
-                state=state_literal(JobState.SCHEDULED),
+                state=self.scheduled_or_held(jobs.c.task, jobs.c.queue),
             )
         )
         self.count_by_state = sa.select(jobs.c.state, sa.func.count().label("jobs")).group_by(

@@ -28,6 +28,7 @@ class SQLJobStore(SQLPlumbing):
                 "payload": job.payload,
                 "due_at": float(job.due_at),
                 "envelope": job.envelope,
+                "queue": job.queue,
             }
             return [bool(self._driver_rows(self._sql.add_job, params))]
         # One page is one statement, atomic by itself; more pages need a transaction around them.

@@ -27,7 +27,13 @@ from sqlalchemy.exc import DBAPIError
 from storage_adapters.errors import StorageConfigurationError, StorageError, StorageUnavailableError
 from storage_adapters.records import LockLease, NewJob, validate_prefix
 from storage_adapters.sql.dialect import Dialect
-from storage_adapters.sql.driver import ArrayInsert, BinaryArrays, DriverStatement, HeldConnections
+from storage_adapters.sql.driver import (
+    ArrayInsert,
+    BinaryArrays,
+    DriverStatement,
+    HeldConnections,
+    ValuesInsert,
+)
 from storage_adapters.sql.statements import Statements
 from storage_adapters.sql.tables import build_tables
 
@@ -60,6 +66,7 @@ class SQLPlumbing:
         self._sql = Statements(self._tables, dialect)
         self._driver_statements: dict[int, DriverStatement] = {}
         self._array_insert_statement: ArrayInsert | None = None
+        self._values_insert_statement: ValuesInsert | None = None
         #: the array statements of the recurring family, compiled, by ``id`` of their statement
         self._array_statements: dict[int, tuple[sa.ClauseElement, BinaryArrays]] = {}
         self._held = HeldConnections(engine)
@@ -80,6 +87,7 @@ class SQLPlumbing:
         twin._sql = Statements(twin._tables, self._dialect)
         twin._driver_statements = {}
         twin._array_insert_statement = None
+        twin._values_insert_statement = None
         twin._array_statements = {}
         twin._closed = False
         twin._owns_engine = False
@@ -228,13 +236,14 @@ class SQLPlumbing:
         """Insert checked ``jobs`` page by page on ``conn``; per job, whether it was new."""
         size = ADD_JOBS_PAGE_SIZE
         stored: set[str] = set()
-        arrays = self._array_insert() if self._dialect.new_jobs_as_arrays else None
         for start in range(0, len(jobs), size):
             page = jobs[start : start + size]
-            if arrays is not None:
+            if self._dialect.new_jobs_as_arrays:
+                arrays = self._array_insert()
                 result = conn.exec_driver_sql(arrays.sql, arrays.parameters(page))
             else:
-                result = conn.execute(self._sql.add_jobs, self._new_job_params(page))
+                values = self._values_insert()
+                result = conn.exec_driver_sql(values.sql(len(page)), values.parameters(page))
             stored.update(result.scalars().all())
         return [job.id in stored for job in jobs]
 
@@ -244,18 +253,11 @@ class SQLPlumbing:
             self._array_insert_statement = ArrayInsert(self._sql.add_jobs, self._engine.dialect)
         return self._array_insert_statement
 
-    def _new_job_params(self, page: Sequence[NewJob]) -> list[dict[str, Any]]:
-        """One parameter set per job, for the VALUES list of ``Statements._add_jobs``."""
-        return [
-            {
-                "id": job.id,
-                "task": job.task,
-                "payload": job.payload,
-                "due_at": float(job.due_at),
-                "envelope": job.envelope,
-            }
-            for job in page
-        ]
+    def _values_insert(self) -> ValuesInsert:
+        """``Statements.add_jobs`` on SQLite as the driver runs it, compiled on first use."""
+        if self._values_insert_statement is None:
+            self._values_insert_statement = ValuesInsert(self._sql.add_jobs, self._engine.dialect)
+        return self._values_insert_statement
 
     def _lease_params(self, lock: LockLease) -> dict[str, Any]:
         """The fence of a write made under ``lock`` (lock calls and recurring firings send it)."""

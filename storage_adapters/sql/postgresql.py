@@ -78,6 +78,11 @@ CUSTOM_PLANS = "-c plan_cache_mode=force_custom_plan"
 #: The server options every session of this package gets, unless the URL passes its own.
 SESSION_OPTIONS = f"{IDLE_IN_TRANSACTION} {CUSTOM_PLANS}"
 
+# A pause or resume waits for every transaction that is writing jobs, and keeps new ones waiting
+# until it commits (see sql/pauses.py): SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock
+# that every INSERT and UPDATE of the jobs takes, and with itself, and lets reads through.
+PAUSE_LOCK = "LOCK TABLE {jobs} IN SHARE ROW EXCLUSIVE MODE"
+
 # statement_timestamp() is fixed for the whole statement, like now(), but advances between the
 # statements of a transaction; being STABLE (clock_timestamp() is VOLATILE), it can bound an index
 # scan, so "due_at <= now" is served by the due index.
@@ -95,6 +100,7 @@ POSTGRESQL = Dialect(
     is_unavailable=_is_unavailable,
     serialise_schema_changes=_serialise_schema_changes,
     due_scan_settings=DUE_SCAN_SETTINGS,
+    pause_lock=PAUSE_LOCK,
 )
 
 

@@ -138,7 +138,7 @@ class SQLiteStorage(SQLStorage):
         engine = sa.create_engine(
             url,
             isolation_level="AUTOCOMMIT",
-            # one page of add_jobs is one multi-row INSERT
+            # an INSERT … RETURNING of many rows (a chunk of saved recurring jobs) is one statement
             insertmanyvalues_page_size=ADD_JOBS_PAGE_SIZE,
             hide_parameters=True,
             connect_args={"timeout": BUSY_TIMEOUT_SECONDS},

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from storage_adapters.records import SaveMode
 from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.job_statements import JobStatements
+from storage_adapters.sql.pause_statements import PauseStatements
 from storage_adapters.sql.tables import Tables
 
 __all__ = ["INITIAL_RECURRING_VERSION", "RECURRING_FIELDS", "SAVED_ARRAYS", "Statements"]
@@ -42,13 +43,15 @@ INITIAL_RECURRING_VERSION = 1
 
 class Statements(JobStatements):
     """The Core statements of one prefix: the jobs' (``JobStatements``), the lock's and the
-    recurring jobs'; bound parameter names are the contract with callers."""
+    recurring jobs', and the pauses' (``pauses``); bound parameter names are the contract with
+    callers."""
 
     def __init__(self, tables: Tables, dialect: Dialect) -> None:
         super().__init__(tables, dialect)
         self._recurring = tables.recurring
         self._build_locks(dialect)
         self._build_recurring(dialect)
+        self.pauses = PauseStatements(tables, dialect)
 
     # -- locks ------------------------------------------------------------------------------
 

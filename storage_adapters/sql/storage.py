@@ -3,9 +3,9 @@
 One module per contract family, each a class on the plumbing of ``sql/plumbing.py``
 (connections, transactions in autocommit mode, driver errors as the contract's errors):
 ``sql/jobs.py``, ``sql/release.py``, ``sql/locks.py``, ``sql/recurring.py``,
-``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py`` and ``sql/outcomes.py``. This
-module holds what makes them one storage: set-up and migrations, the shard count, the clock,
-closing and dropping.
+``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py``, ``sql/outcomes.py`` and
+``sql/pauses.py``. This module holds what makes them one storage: set-up and migrations, the
+shard count, the clock, closing and dropping.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from storage_adapters.sql.instances import SQLInstanceStore
 from storage_adapters.sql.jobs import SQLJobStore
 from storage_adapters.sql.locks import SQLLockStore
 from storage_adapters.sql.outcomes import SQLOutcomeStore
+from storage_adapters.sql.pauses import SQLPauseStore
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE
 from storage_adapters.sql.recurring import SQLRecurringStore
 from storage_adapters.sql.release import SQLReleaseStore
@@ -36,6 +37,7 @@ class SQLStorage(
     SQLInstanceStore,
     SQLBrowseStore,
     SQLOutcomeStore,
+    SQLPauseStore,
 ):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
@@ -100,6 +102,7 @@ class SQLStorage(
                 tables.meta,
                 tables.outcomes,
                 tables.outcome_counts,
+                tables.pauses,
             )
             for table in (*every, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))

@@ -8,8 +8,10 @@ migrated database and ``build_tables`` agree.
 
 Only the due-time indexes differ between the dialects. PostgreSQL gets partial indexes holding just
 the scheduled jobs and the enabled recurring jobs that have a next run, which stay small however
-many finished jobs or paused and ended recurring jobs the tables keep; SQLite's planner is weaker at
-choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state`` (``enabled``) first.
+many finished or held (paused) jobs or paused and ended recurring jobs the tables keep (the held
+jobs have a partial index of their own, for resuming and listing them); SQLite's planner is
+weaker at choosing partial indexes for ``ORDER BY … LIMIT``, so it indexes ``state``
+(``enabled``) first.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from storage_adapters.checks.instances import (
     MAX_INSTANCE_ID_LENGTH,
     MAX_VERSION_LENGTH,
 )
+from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH
 from storage_adapters.errors import StorageError
 from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
 
@@ -35,6 +38,8 @@ MAX_META_NAME_LENGTH = 100
 #: The schema version that added the ``meta`` table (the recorded shard count).
 META_SINCE = 7
 STATE_LENGTH = 16
+#: A job's queue and a pause's name are as long as a task name may be (``checks/pauses.py``).
+MAX_QUEUE_NAME_LENGTH = MAX_TASK_NAME_LENGTH
 #: The longest worker host name an outcome keeps (``checks/outcomes.py`` refuses longer).
 MAX_WORKER_LENGTH = 255
 
@@ -51,6 +56,7 @@ class Tables:
     meta: sa.Table
     outcomes: sa.Table
     outcome_counts: sa.Table
+    pauses: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -75,6 +81,8 @@ def build_tables(prefix: str) -> Tables:
         # Celery integration gives one only with Redis storage, where it pays off (see
         # ``parallel_scheduler/delayed/envelopes.py``, ``stores_envelopes``)
         sa.Column("envelope", sa.Text, nullable=True),
+        # the queue the job will be sent to, when the client knew it: a paused queue holds it
+        sa.Column("queue", sa.String(MAX_QUEUE_NAME_LENGTH), nullable=True),
     )
     locks = sa.Table(
         f"{prefix}_locks",
@@ -143,6 +151,16 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("state", sa.String(STATE_LENGTH), primary_key=True),
         sa.Column("count", sa.BigInteger, nullable=False),
     )
+    # pauses in force (sql/pauses.py): a job of a paused task or queue is held, not scheduled
+    pauses = sa.Table(
+        f"{prefix}_pauses",
+        metadata,
+        sa.Column("kind", sa.String(STATE_LENGTH), primary_key=True),
+        sa.Column("name", sa.String(MAX_QUEUE_NAME_LENGTH), primary_key=True),
+        sa.Column("note", sa.Text, nullable=False),
+        sa.Column("paused_by", sa.String(MAX_PAUSED_BY_LENGTH), nullable=False),
+        sa.Column("paused_at", sa.Double, nullable=False),
+    )
     return Tables(
         jobs=jobs,
         locks=locks,
@@ -152,6 +170,7 @@ def build_tables(prefix: str) -> Tables:
         meta=meta,
         outcomes=outcomes,
         outcome_counts=outcome_counts,
+        pauses=pauses,
     )
 
 
@@ -329,6 +348,30 @@ def _v9_outcomes(p: str, dialect: str) -> list[str]:
     ]
 
 
+def _v10_pauses(p: str, dialect: str) -> list[str]:
+    # Pauses of a queue or a task (sql/pauses.py): a job remembers its queue, and the jobs a pause
+    # holds are in state 'held'. Resuming reads them by (due_at, id): on PostgreSQL a partial
+    # index of their own, which stays as small as they are few and keeps them out of the due
+    # index; SQLite's due index is (state, due_at, id) over every state already.
+    held = (
+        [f"CREATE INDEX IF NOT EXISTS {p}_jobs_held ON {p}_jobs (due_at, id) WHERE state = 'held'"]
+        if dialect == "postgresql"
+        else []
+    )
+    return [
+        f"ALTER TABLE {p}_jobs ADD COLUMN queue varchar({MAX_QUEUE_NAME_LENGTH})",
+        f"""CREATE TABLE IF NOT EXISTS {p}_pauses (
+            kind varchar({STATE_LENGTH}) NOT NULL,
+            name varchar({MAX_QUEUE_NAME_LENGTH}) NOT NULL,
+            note text NOT NULL,
+            paused_by varchar({MAX_PAUSED_BY_LENGTH}) NOT NULL,
+            paused_at double precision NOT NULL,
+            PRIMARY KEY (kind, name)
+        )""",
+        *held,
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
@@ -339,6 +382,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
     Migration(8, "an index on (due_at, id) of failed jobs, for listing them", _v8_failed),
     Migration(9, "execution outcomes of released jobs, and their counts per task", _v9_outcomes),
+    Migration(10, "pauses of queues and tasks, and each job's queue", _v10_pauses),
 )
 
 

@@ -89,9 +89,12 @@ class TransactionalStatements:
         error = sa.bindparam("error", type_=sa.Text)
         settle = sa.update(jobs).where(*claimed).values(updated_at=now, last_error=error)
         self.expire = settle.values(state=_state(JobState.EXPIRED))
-        self.unclaim = settle.values(state=_state(JobState.SCHEDULED), claim_token=None)
+        # given back held when its task or queue is paused: a pause waits for this transaction
+        # (sql/pauses.py), so it holds the job after the commit if it did not before
+        given_back = sql.scheduled_or_held(jobs.c.task, jobs.c.queue)
+        self.unclaim = settle.values(state=given_back, claim_token=None)
         self.back_off = settle.values(
-            state=_state(JobState.SCHEDULED),
+            state=given_back,
             claim_token=None,
             due_at=now + sa.bindparam("delay", type_=sa.Double),
         )

@@ -49,6 +49,20 @@ def explain(
     return "\n".join(lines)
 
 
+def add_as_released(store: SQLStorage, job_id: str, due_at: float, task: str = "t") -> None:
+    """A scheduled job written as every release so far wrote one (the columns of schema 1), for
+    a prefix set up by an older release, whose jobs table lacks the newer columns."""
+    jobs = store._tables.jobs.name
+    with store._engine.connect() as conn:
+        conn.execute(
+            sa.text(
+                f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+                "updated_at) VALUES (:id, :task, '{}', :due, 'scheduled', 0, :due, :due)"
+            ),
+            {"id": job_id, "task": task, "due": due_at},
+        )
+
+
 @contextmanager
 def released_before(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int

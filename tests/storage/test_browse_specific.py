@@ -31,7 +31,12 @@ from storage_adapters.sql.browse import (
 from storage_adapters.sql.storage import SQLStorage
 from storage_adapters.sql.tables import MIGRATIONS
 from tests.conftest import unique_prefix
-from tests.storage.sql_helpers import explain, insert_and_analyze, released_before
+from tests.storage.sql_helpers import (
+    add_as_released,
+    explain,
+    insert_and_analyze,
+    released_before,
+)
 
 BROWSE_STEP = next(m.version for m in MIGRATIONS if "browsing" in m.description)
 #: One query per shape: each state or none, with or without a task, a due range, a keyset.
@@ -87,6 +92,7 @@ def test_every_postgresql_page_shape_walks_an_index_in_order(storage: Storage) -
         f"using {p}_jobs_due_all ",
         f"using {p}_jobs_state_due ",
         f"using {p}_jobs_failed_due ",
+        f"using {p}_jobs_held ",
     )
     used = set()
     for query in SHAPES:
@@ -105,8 +111,8 @@ def test_every_postgresql_page_shape_walks_an_index_in_order(storage: Storage) -
         if query.after is not None:  # the keyset bounds the walk: an index condition
             conditions = [line for line in plan.splitlines() if "Index Cond" in line]
             assert any("ROW(due_at" in line for line in conditions), (query, plan)
-    # And each of the four indexes serves some shape (the rare states take the state index,
-    # failed jobs their own)
+    # And each of the five indexes serves some shape (the rare states take the state index,
+    # failed and held jobs their own)
     assert used == set(ordered)
 
 
@@ -162,7 +168,7 @@ def older(
 ) -> Iterator[SQLStorage]:
     """A prefix set up by the release just before browsing, holding one job."""
     with released_before(str(request.param), tmp_path, monkeypatch, BROWSE_STEP) as store:
-        store.add_jobs([NewJob("old", "t", "{}", store.now() + 60)])
+        add_as_released(store, "old", store.now() + 60)
         yield store
 
 

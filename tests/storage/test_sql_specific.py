@@ -309,7 +309,11 @@ def test_a_burst_into_a_table_not_yet_analysed_still_walks_the_due_index(pg: SQL
     ]:
         plan = explain(pg, statement, settings, **params)
         assert f"Scan using {pg._prefix}_jobs_due" in plan, plan
-        assert "Sort" not in plan and "Bitmap" not in plan, plan
+        assert "Bitmap" not in plan, plan
+        # no due row is sorted; the claim may sort the ids it took (at most ``limit``) to join
+        # them back once each, as the planner likes when it expects a handful of them
+        sorted_by = [line for line in plan.splitlines() if "Sort Key" in line]
+        assert all('"ANY_subquery".id' in line for line in sorted_by), plan
     # And the claim takes the earliest due, as the contract says
     assert [c.id for c in pg.claim_due(3, lock, 30)] == ["j1", "j2", "j3"]
 

@@ -33,41 +33,64 @@ local function lock_is_current(lock_key, owner, token, at)
   return h[1] == owner and h[2] == token and tonumber(h[3]) > at
 end
 
--- SCHEDULED -> CLAIMED for one job already known to be due. Returns {id, task, payload, due_at,
--- attempts, envelope} or nil. keys = {schedule, claim leases, claimed-state index}.
-local function claim_one(keys, job_prefix, id, token, at, lease_until)
-  local key = job_prefix .. id
-  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'envelope')
-  if job[4] ~= 'scheduled' then
-    -- Cannot happen while every write goes through these scripts; heal rather than spin on it.
-    redis.call('ZREM', keys[1], id)
+-- The pauses in force (the pauses hash: field 'queue:<name>' or 'task:<name>'), as a set of
+-- fields, or nil when nothing is paused: one HLEN per script run then, nothing per job, so the
+-- release and firing scripts cost the same as before pauses existed.
+local function pauses_in_force(pauses_key)
+  if redis.call('HLEN', pauses_key) == 0 then
     return nil
   end
-  local attempts = redis.call('HINCRBY', key, 'attempts', 1)
-  redis.call('HSET', key, 'state', 'claimed', 'claim_token', token,
-    'lease_until', fmt(lease_until), 'updated_at', fmt(at))
-  redis.call('ZREM', keys[1], id)
-  redis.call('ZADD', keys[2], fmt(lease_until), id)
-  redis.call('ZADD', keys[3], job[3], id)
-  return {id, job[1], job[2], job[3], attempts, job[5] or ''}
+  local fields = {}
+  for _, field in ipairs(redis.call('HKEYS', pauses_key)) do
+    fields[field] = true
+  end
+  return fields
 end
 
--- Store one new job unless its id exists in any state (idempotent accept); shared by add_jobs
--- and fire_recurring so a firing job is stored exactly like an accepted one. Returns 1 if stored,
--- 0 if the id existed (that job is left untouched). keys = {all-jobs index, schedule}.
--- envelope is '' when the job has none.
-local function add_job(keys, job_prefix, id, task, payload, due, envelope, stamp)
+-- Whether a pause holds a job of `task` stored with `queue` (false or '' when unknown).
+local function is_held(paused, task, queue)
+  if not paused then
+    return false
+  end
+  if paused['task:' .. task] then
+    return true
+  end
+  return queue and queue ~= '' and paused['queue:' .. queue] == true or false
+end
+
+-- SCHEDULED -> HELD for jobs found in the due set that a pause holds (the claim scripts heal so
+-- while a pause's sweep is still under way): ids are dropped from the due set by the caller.
+local function hold_found(held_key, job_prefix, ids, dues, stamp)
+  local members = {}
+  for n, id in ipairs(ids) do
+    redis.call('HSET', job_prefix .. id, 'state', 'held', 'updated_at', stamp)
+    add_member(members, dues[n], id)
+  end
+  call_in_slices('ZADD', held_key, members)
+end
+
+-- Store one new job unless its id exists in any state (idempotent accept); shared by
+-- fire_recurring and trigger_recurring so a firing job is stored exactly like an accepted one
+-- (add_jobs does the same, batched). Held instead of scheduled when a pause holds it (paused:
+-- pauses_in_force). Returns 1 if stored, 0 if the id existed (that job is left untouched).
+-- keys = {all-jobs index, schedule, held set}. envelope and queue are '' when the job has none.
+local function add_job(keys, paused, job_prefix, id, task, payload, due, envelope, queue, stamp)
   local key = job_prefix .. id
   if redis.call('EXISTS', key) == 1 then
     return 0
   end
+  local held = is_held(paused, task, queue)
   redis.call('HSET', key, 'task', task, 'payload', payload, 'due_at', due,
-    'state', 'scheduled', 'attempts', 0, 'created_at', stamp, 'updated_at', stamp)
+    'state', held and 'held' or 'scheduled', 'attempts', 0, 'created_at', stamp,
+    'updated_at', stamp)
   if envelope ~= '' then
     redis.call('HSET', key, 'envelope', envelope)
   end
+  if queue ~= '' then
+    redis.call('HSET', key, 'queue', queue)
+  end
   redis.call('ZADD', keys[1], due, id)
-  redis.call('ZADD', keys[2], due, id)
+  redis.call('ZADD', held and keys[3] or keys[2], due, id)
   return 1
 end
 

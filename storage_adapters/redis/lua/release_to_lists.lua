@@ -5,8 +5,11 @@
 -- The envelope format's reference is parallel_scheduler/envelopes.py (encode_envelope and
 -- decode_envelope, the Python side's only reader and writer); a script cannot call Python, so
 -- this one splits the envelope itself, at its first newline, exactly as decode_envelope does.
+-- A due job a pause holds (its pause's sweep has not reached it yet) is neither pushed nor
+-- claimed but moved to the held set; with no pause in force that costs one HLEN per call.
 -- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index, 5 enqueued-state index,
---       6 enqueued finished index (by finish time, which retention purges from)
+--       6 enqueued finished index (by finish time, which retention purges from), 7 pauses,
+--       8 held set
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit,
 --       6 the broker's database number, 7 this storage's database number
 -- Returns {moved, rows...}: the first `moved` rows went to the broker, the rest are claims;
@@ -17,18 +20,27 @@ if not lock_is_current(KEYS[1], ARGV[2], ARGV[3], at) then
 end
 local stamp, lease_until = fmt(at), fmt(at + tonumber(ARGV[4]))
 local broker_db, storage_db = ARGV[6], ARGV[7]
+local paused = pauses_in_force(KEYS[7])
 local ids = redis.call('ZRANGE', KEYS[2], '-inf', stamp, 'BYSCORE', 'LIMIT', 0, ARGV[5])
 
 -- Read everything first: no write happens before we know every push can succeed. Parallel
 -- arrays rather than a table per job: this loop is the whole cost of a release.
 local job_ids, tasks, dues, attempts, envelopes, lists_of = {}, {}, {}, {}, {}, {}
-local by_list, lists = {}, {}
+local by_list, lists, held, held_dues = {}, {}, {}, {}
 for _, id in ipairs(ids) do
-  local job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts',
-    'envelope')
+  local job
+  if paused then
+    job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts', 'envelope',
+      'queue')
+  else
+    job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts', 'envelope')
+  end
   -- A job not 'scheduled' cannot be in the schedule while every write goes through these
   -- scripts; it is only dropped from the schedule (below), which heals such a state.
-  if job[1] == 'scheduled' then
+  if job[1] == 'scheduled' and paused and is_held(paused, job[2], job[6]) then
+    local h = #held + 1
+    held[h], held_dues[h] = id, job[3]
+  elseif job[1] == 'scheduled' then
     local n = #job_ids + 1
     job_ids[n], tasks[n], dues[n], attempts[n] = id, job[2], job[3], tonumber(job[4] or '0') + 1
     local envelope = job[5]
@@ -105,6 +117,9 @@ call_in_slices('ZADD', KEYS[5], enqueued_index)
 call_in_slices('ZADD', KEYS[6], finished_index)
 call_in_slices('ZADD', KEYS[3], leases)
 call_in_slices('ZADD', KEYS[4], claimed_index)
+if #held > 0 then
+  hold_found(KEYS[8], ARGV[1], held, held_dues, stamp)
+end
 
 local out = {#moved / 6}
 for _, rows in ipairs({moved, claimed}) do

@@ -17,6 +17,7 @@ from storage_adapters import (
     JobRecord,
     JobState,
     NewJob,
+    PauseKind,
     Storage,
     list_jobs,
 )
@@ -32,7 +33,13 @@ def every_state(storage: Storage, count: int) -> float:
     ids = [f"j{n}" for n in range(count)]
     storage.add_jobs(
         [
-            NewJob(id=job_id, task=TASKS[n % 3], payload="{}", due_at=base + (n * 7) % 5)
+            NewJob(
+                id=job_id,
+                task=TASKS[n % 3],
+                payload="{}",
+                due_at=base + (n * 7) % 5,
+                queue="q.paused" if n % 15 == 2 else None,
+            )
             for n, job_id in enumerate(ids)
         ]
     )
@@ -49,6 +56,8 @@ def every_state(storage: Storage, count: int) -> float:
             assert storage.cancel(ids[n])
     # n % 5 == 4 stays claimed, but every third of those is set aside as failed
     assert len(storage.fail([c for n, c in picked.items() if n % 15 == 4], "unsendable")) > 0
+    # and every third job given back is held, its queue paused
+    assert storage.pause(PauseKind.QUEUE, "q.paused", "", "") > 0
     return base
 
 

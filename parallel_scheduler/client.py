@@ -1,4 +1,5 @@
-"""The client API: schedule, cancel, reschedule, get and list durable delayed jobs.
+"""The client API: schedule, cancel, reschedule, get and list durable delayed jobs; pause and
+resume a queue or a task.
 
 Scheduling writes to storage and nothing else, so it works while no scheduler process runs; the
 job waits durably until one does. A job id is an idempotency key: scheduling an id that exists
@@ -19,10 +20,13 @@ from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.job_checks import due_time
 from parallel_scheduler.jobs import Job, JobSpec, utc_datetime
 from parallel_scheduler.opening_storage import open_storage
+from parallel_scheduler.pausing import pauser
+from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
-from storage_adapters import JobState, NewJob, Storage, list_jobs
+from storage_adapters import JobState, NewJob, PauseKind, PauseRecord, Storage, list_jobs
+from storage_adapters.checks.pauses import check_pause, check_pause_name
 from storage_adapters.shard_guard import verify_shard_count
 
 __all__ = ["Client", "ScheduleResult"]
@@ -47,8 +51,9 @@ class ScheduleResult:
 
 
 class Client:
-    """Schedule, cancel, reschedule, read and list durable delayed jobs, and manage recurring
-    jobs (``client.recurring``), without a Celery worker or a scheduler process running.
+    """Schedule, cancel, reschedule, read and list durable delayed jobs, manage recurring jobs
+    (``client.recurring``) and pause queues and tasks (``pause``, ``resume``, ``pauses``),
+    without a Celery worker or a scheduler process running.
 
     Every call writes to or reads from storage only; a scheduler process (``parallel-scheduler
     run``, or the Celery plugin in a worker) releases due jobs to the broker. Calls retry while
@@ -77,6 +82,7 @@ class Client:
         retry_for: float = 30.0,
         envelopes: EnvelopeMaker | None = None,
         connect_timeout: float | None = None,
+        queue_router: QueueRouter | None = None,
         **overrides: Any,
     ) -> None:
         """Use ``storage`` if given, else open the one ``settings`` (or ``overrides``) name.
@@ -90,6 +96,9 @@ class Client:
             message as it is accepted, so releasing it costs no serialisation.
         :param connect_timeout: How long one attempt to reach the server may take (default: the
             ``connect_timeout`` setting).
+        :param queue_router: Where a recurring job's trigger or backfill goes when its options
+            name no queue (the Celery plugin passes its app's routes): a pause of that queue
+            holds it. A job's own ``queue`` option always wins.
         :param overrides: Settings by name, e.g. ``storage_url="redis://127.0.0.1:6379/0"``.
 
         :raises ConfigurationError: A setting is invalid (named in the message).
@@ -110,6 +119,7 @@ class Client:
         self.recurring = RecurringJobs(
             self.storage, self._clock, self.settings.max_payload_bytes, retry_for
         )
+        self.recurring.route = queue_router
 
     def _call(self, fn: Callable[[], T]) -> T:
         return call_storage(fn, give_up_after=self.retry_for)
@@ -238,10 +248,10 @@ class Client:
         return utc_datetime(job.due_at)
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel a scheduled job.
+        """Cancel a scheduled job (or one held by a pause).
 
-        :returns: ``True`` if the job was scheduled and is now cancelled; ``False`` if it is missing
-            or no longer scheduled (already released, cancelled or failed).
+        :returns: ``True`` if the job was scheduled or held and is now cancelled; ``False`` if it
+            is missing or no longer scheduled (already released, cancelled or failed).
 
         :raises StorageUnavailableError: Storage stayed unreachable for ``retry_for`` seconds.
         """
@@ -255,8 +265,8 @@ class Client:
         eta: datetime | float | None = None,
         countdown: float | timedelta | None = None,
     ) -> bool:
-        """Move a scheduled job's due time, or queue a job set aside as failed again (its
-        attempts counted afresh).
+        """Move a scheduled job's due time (a held one stays held), or queue a job set aside as
+        failed again (its attempts counted afresh; held if a pause holds it).
 
         :param job_id: The job to move.
         :param eta: The new due time: an aware ``datetime`` or epoch seconds.
@@ -273,6 +283,48 @@ class Client:
         due_at = due_time(self._clock.now(), eta=eta, countdown=countdown)
         self._verify_shards()
         return self._call(lambda: self.storage.reschedule(job_id, due_at))
+
+    def pause(self, kind: PauseKind | str, name: str, note: str = "", by: str | None = None) -> int:
+        """Stop releasing the jobs of a queue or a task until ``resume``: each scheduled job of
+        it is held (its due time kept; every scheduler process obeys) and so is each one that
+        would become due while paused. Pausing again replaces the note and ``by``.
+
+        :param kind: ``"queue"`` (the jobs stored with that queue) or ``"task"`` (that task name).
+        :param note: Why, for whoever sees the pause (at most 1000 characters).
+        :param by: Who paused it (at most 255 characters); default ``user@host`` of this process.
+        :returns: How many scheduled jobs it held now.
+        :raises InvalidArgumentError: A bad kind, name, note or ``by``; nothing is written.
+        """
+        checked = check_pause(kind, name, note, pauser(by))
+        self._verify_shards()
+        return self._call(lambda: self.storage.pause(*checked))
+
+    def resume(self, kind: PauseKind | str, name: str) -> int:
+        """End a pause: its held jobs (those no other pause holds) are scheduled again at their
+        own due times, so the due ones go out in due order. Returns how many; 0 if not paused."""
+        checked = check_pause_name(kind, name)
+        self._verify_shards()
+        return self._call(lambda: self.storage.resume(*checked))
+
+    def pause_queue(self, name: str, note: str = "", by: str | None = None) -> int:
+        """``pause("queue", ...)``: hold the jobs sent to queue ``name``; returns how many."""
+        return self.pause(PauseKind.QUEUE, name, note, by)
+
+    def resume_queue(self, name: str) -> int:
+        """``resume("queue", name)``: returns how many held jobs are scheduled again."""
+        return self.resume(PauseKind.QUEUE, name)
+
+    def pause_task(self, name: str, note: str = "", by: str | None = None) -> int:
+        """``pause("task", ...)``: hold the jobs of task ``name``; returns how many."""
+        return self.pause(PauseKind.TASK, name, note, by)
+
+    def resume_task(self, name: str) -> int:
+        """``resume("task", name)``: returns how many held jobs are scheduled again."""
+        return self.resume(PauseKind.TASK, name)
+
+    def pauses(self) -> list[PauseRecord]:
+        """Every pause in force (kind, name, note, who, since when), by kind and name."""
+        return self._call(self.storage.list_pauses)
 
     def get(self, job_id: str) -> Job | None:
         """One job by id, in any state, or ``None`` if there is none.

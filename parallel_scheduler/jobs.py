@@ -26,6 +26,7 @@ from parallel_scheduler.job_checks import (
     not_unicode,
     validate_options,
 )
+from parallel_scheduler.queues import options_queue
 from parallel_scheduler.ranges import (
     MAX_INSTANT,
     MIN_INSTANT,
@@ -147,10 +148,11 @@ class JobSpec:
         check_call(args, kwargs)
         # A list, tuple or dict is encoded as given (JSON writes a tuple as a list, and the
         # encoder only reads them); any other sequence or mapping is copied into one first.
+        options = validate_options(self.options)
         body = {
             "args": args if plain_args else list(args),
             "kwargs": kwargs if plain_kwargs else dict(kwargs),
-            "options": validate_options(self.options),
+            "options": options,
         }
         try:
             payload = _PAYLOAD_ENCODER.encode(body)
@@ -167,7 +169,8 @@ class JobSpec:
                 f"payload of job {job_id!r} is {size} bytes; the limit is {max_payload_bytes} "
                 "(setting max_payload_bytes)"
             )
-        return NewJob(job_id, task, payload, due_at, None)  # by position: measurably faster
+        # by position: measurably faster; the queue a paused queue holds it by (queues.py)
+        return NewJob(job_id, task, payload, due_at, None, options_queue(options))
 
 
 def _jittered(job_id: str, due_at: float, jitter: object) -> float:
@@ -267,7 +270,8 @@ class Job(StoredCall):
     ``Client.get`` and ``Client.list`` return these. ``id`` is the job id (the Celery task id it
     is sent under), ``task``, ``args``, ``kwargs`` and ``options`` the call; ``state`` a
     ``JobState``; ``attempts`` how many times it was claimed; ``last_error`` why its last send
-    failed, if one did.
+    failed, if one did; ``queue`` the queue it is sent to, as stored when it was accepted (a
+    pause of that queue holds it; ``None``: unknown, Celery's routing picks it at release).
 
     Example::
 
@@ -285,6 +289,7 @@ class Job(StoredCall):
     problem: str | None = None
     due_at_epoch: float | None = None
     raw_payload: str | None = None
+    queue: str | None = None
 
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:
@@ -306,6 +311,7 @@ class Job(StoredCall):
             problem="; ".join(problems) or None,
             due_at_epoch=record.due_at,
             raw_payload=record.payload if unreadable else None,
+            queue=record.queue,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -315,6 +321,7 @@ class Job(StoredCall):
             **self._call_dict(),
             "due_at": self.due_at.isoformat(),
             "state": self.state.value,
+            "queue": self.queue,
             "attempts": self.attempts,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),

@@ -2,10 +2,11 @@
 shapes ``parallel-scheduler show`` (text and ``--json``), the dashboard's job page, its Outcomes
 page and a recurring job's recent firings share.
 
-The timeline joins what storage knows of the job (created; claimed, sent, cancelled, expired or
-set aside, from its record) with what the workers recorded (``OutcomeStore``: received, started,
-then succeeded, failed, retried or revoked, with who and when), oldest first. Times are ISO 8601
-UTC text, as in every other view; a job with no outcomes yet has the storage part alone.
+The timeline joins what storage knows of the job (created; claimed, sent, cancelled, expired, set
+aside or held by a pause, from its record) with what the workers recorded (``OutcomeStore``:
+received, started, then succeeded, failed, retried or revoked, with who and when), oldest first.
+Times are ISO 8601 UTC text, as in every other view; a job with no outcomes yet has the storage
+part alone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _RECORDED = {
     JobState.CANCELLED: "cancelled",
     JobState.EXPIRED: "expired",
     JobState.FAILED: "set aside",
+    JobState.HELD: "held",
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from parallel_scheduler.client import Client
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.jobs import Job, decode_payload
+from parallel_scheduler.pausing import pause_view
 from parallel_scheduler.process.health import Problem, health_problems
 from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.ranges import instant
@@ -40,9 +41,12 @@ from storage_adapters.checks.outcomes import MAX_OUTCOME_IDS
 __all__ = [
     "cancel_view",
     "job_view",
+    "pause_view",
+    "paused_view",
     "recurring_view",
     "removed_view",
     "reschedule_view",
+    "resumed_view",
     "schedule_view",
     "status_view",
     "triggered_view",
@@ -108,6 +112,7 @@ def job_view(record: JobRecord) -> dict[str, Any]:
         **call,
         "due_at": times["due_at"],
         "state": _state(record.state),
+        "queue": record.queue if isinstance(record.queue, str) else None,
         "attempts": _seconds(record.attempts),
         "created_at": times["created_at"],
         "updated_at": times["updated_at"],
@@ -177,6 +182,17 @@ def triggered_view(recurring_id: str, job_id: str) -> dict[str, Any]:
 def removed_view(recurring_id: str, removed: bool) -> dict[str, Any]:
     """The answer to removing a recurring job: whether it existed (its firings stay)."""
     return {"id": recurring_id, "removed": removed}
+
+
+def paused_view(kind: str, name: str, held: int) -> dict[str, Any]:
+    """The answer to pausing a queue or task: how many scheduled jobs it held now."""
+    return {"kind": kind, "name": name, "held": held}
+
+
+def resumed_view(kind: str, name: str, released: int) -> dict[str, Any]:
+    """The answer to resuming one: how many held jobs are scheduled again (0: it was not
+    paused, or held nothing that no other pause holds)."""
+    return {"kind": kind, "name": name, "released": released}
 
 
 def judged_status(

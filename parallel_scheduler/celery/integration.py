@@ -26,6 +26,7 @@ from parallel_scheduler.celery.broker_extras import require_broker_transport
 from parallel_scheduler.celery.call_options import carried_options, explain, reasons_not_to_defer
 from parallel_scheduler.celery.call_times import CallTime, read_call_time
 from parallel_scheduler.celery.django_project import django_overrides
+from parallel_scheduler.celery.routing import queue_for, router_of
 from parallel_scheduler.celery.signals import job_scheduled
 from parallel_scheduler.celery.stored_retries import is_retry, note_stored_retry, retry_job_id
 from parallel_scheduler.celery.wiring import build_service, dispatcher_for, envelopes_for
@@ -87,7 +88,11 @@ class CeleryIntegration:
         (retries included), then gets ``StorageUnavailableError``."""
         with self._guard:
             if self._client is None or self._client_pid != os.getpid():
-                client = Client(settings=self.settings, retry_for=self.settings.connect_timeout)
+                client = Client(
+                    settings=self.settings,
+                    retry_for=self.settings.connect_timeout,
+                    queue_router=router_of(self.app),
+                )
                 try:
                     client.envelopes = envelopes_for(self.app, self.settings, client.storage)
                     client.setup()
@@ -144,7 +149,7 @@ class CeleryIntegration:
         countdown, eta = self._due(countdown, eta)
         carried = carried_options(options, self.app.now())
         if "queue" not in carried:  # route now, by this app's task_routes and default queue,
-            carried["queue"] = self._queue_for(name, args, kwargs)  # whoever releases it later
+            carried["queue"] = queue_for(self.app, name, args, kwargs)  # whoever releases it
         spec = JobSpec(
             name,
             args=args or (),
@@ -219,11 +224,6 @@ class CeleryIntegration:
             return False
         with self.app.connection_for_write() as own:
             return bool(as_uri() == own.as_uri())
-
-    def _queue_for(self, name: str, args: Any, kwargs: Any) -> str:
-        route = self.app.amqp.router.route({}, name, args or (), kwargs or {})
-        queue = route.get("queue")
-        return str(getattr(queue, "name", queue) or self.app.conf.task_default_queue)
 
     def _warn_if_unknown(self, name: str) -> None:
         """Warn when the app knows its tasks (it registered some of its own) but not this one;

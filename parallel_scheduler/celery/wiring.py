@@ -28,6 +28,7 @@ from parallel_scheduler.celery.publish.broker_urls import (
     masked_broker_url,
 )
 from parallel_scheduler.celery.publish.send_task import CeleryDispatcher
+from parallel_scheduler.celery.routing import router_of
 from parallel_scheduler.celery.signals import job_released
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.envelopes import (
@@ -104,6 +105,7 @@ def build_service(app: Any, settings: Settings, owner: str | None = None) -> Sch
         owner=owner,
         listeners=(_announce_release,),
         owns_storage=True,
+        route=router_of(app),  # a firing is held by a pause of the queue it will be sent to
     )
 
 

@@ -6,8 +6,8 @@ app's configuration (``run --app``), then defaults (see ``settings.py``). Every 
 nothing is half-written. Every command names the store it opened on stderr.
 
 One module per group of commands: ``jobs`` (schedule, show, reschedule, list, cancel),
-``status``, ``recurring``, ``running`` (run, setup, demo, profile), ``purge``, ``dashboard``,
-``exporter``;
+``status``, ``recurring``, ``pauses`` (queue and task pause, resume, list), ``running`` (run,
+setup, demo, profile), ``purge``, ``dashboard``, ``exporter``;
 ``options`` holds the argument types and the settings options, ``opening`` how a store is
 opened, ``render`` how rows are shown.
 """
@@ -20,7 +20,16 @@ import os
 from collections.abc import Sequence
 
 from parallel_scheduler import __version__
-from parallel_scheduler.cli import dashboard, exporter, jobs, purge, recurring, running, status
+from parallel_scheduler.cli import (
+    dashboard,
+    exporter,
+    jobs,
+    pauses,
+    purge,
+    recurring,
+    running,
+    status,
+)
 from parallel_scheduler.cli.options import GLOBAL_SETTINGS, add_setting_options
 from parallel_scheduler.errors import ParallelSchedulerError
 from parallel_scheduler.log_format import LOG_FORMATS, configure_logging, say
@@ -53,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_commands(commands)
     status.add_commands(commands)
     recurring.add_commands(commands)
+    pauses.add_commands(commands)
     purge.add_commands(commands)
     dashboard.add_commands(commands)
     exporter.add_commands(commands)

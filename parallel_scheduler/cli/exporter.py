@@ -3,7 +3,8 @@ those who run no dashboard: ``/metrics`` in Prometheus text, until SIGINT or SIG
 
 What it serves comes from storage, so it outlives every scheduler process it reports on: jobs
 per state, due now, lag, the scheduler instances alive and dead, each live one's last passes,
-the due jobs per queue and the health judgement, plus its own process figures and build info.
+the due jobs per queue, the pauses in force and the health judgement, plus its own process
+figures and build info.
 ``/healthz`` answers ``ok`` while it serves (a liveness probe of the exporter itself; the store's
 health is the ``healthy`` and ``health_problems`` figures). It binds 127.0.0.1 unless ``--host``
 says otherwise (the figures name the jobs' tasks' queues and the instances' hosts: expose them only

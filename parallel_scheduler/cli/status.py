@@ -15,6 +15,7 @@ from typing import Any
 
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.options import add_max_lag
+from parallel_scheduler.cli.pauses import print_pauses
 from parallel_scheduler.cli.render import print_table
 from parallel_scheduler.cli.schedulers import print_schedulers
 from parallel_scheduler.process.health import Problem
@@ -82,6 +83,7 @@ def _print_report(report: dict[str, Any], problems: list[Problem]) -> None:
     print(f"recurring jobs: {report['recurring_jobs']}")
     next_run = due_text(report["next_recurring_at"], report["next_recurring_in_seconds"])
     print(f"next recurring run: {next_run}")
+    print_pauses(report["pauses"])
     print_schedulers(report["schedulers"])
     if report["problem"]:
         print(f"problem: {report['problem']}")

@@ -34,6 +34,7 @@ from parallel_scheduler.dashboard.pages import bulk as pages_bulk
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
 from parallel_scheduler.dashboard.pages import outcomes as pages_outcomes
 from parallel_scheduler.dashboard.pages import overview as pages_overview
+from parallel_scheduler.dashboard.pages import pauses as pages_pauses
 from parallel_scheduler.dashboard.pages import recurring as pages_recurring
 from parallel_scheduler.dashboard.pages import recurring_new as pages_recurring_new
 from parallel_scheduler.dashboard.security import (
@@ -225,6 +226,7 @@ def build_app(
     pages_recurring.register(app)
     pages_recurring_new.register(app)
     pages_outcomes.register(app)
+    pages_pauses.register(app)
     api.register(app)
     dashboard_health.register(app, client)  # the red banner on every page, and /metrics
     return app

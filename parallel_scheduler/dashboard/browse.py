@@ -1,23 +1,23 @@
 """Finding jobs for the pages: the filters of the Jobs page and keyset paging through storage.
 
-Storage serves state, task, task prefix, id prefix and due-time range (``list_jobs_page``,
-ordered by ``(due_at, id)``, never OFFSET). Three filters are not in any index and could cost a
-walk of every job: the queue (inside the payload's options), "has a last error" and the text a
-last error contains. For those the page is filtered here, fetching more pages until it is full
-or ``SCAN_BOUND`` rows were read; the page then says how many rows it searched, and its "next"
-link continues after the last row *read*, so nothing is skipped. (Storage could filter on the
-error text itself, ``JobQuery.error_contains``, but with no bound on the rows it walks.)
+Storage serves state, task, task prefix, id prefix and due-time range (``list_jobs_page``, ordered
+by ``(due_at, id)``, never OFFSET). Three filters are not in any index and could cost a walk of
+every job: the queue (stored with the job, or in an older one's options), "has a last error" and the
+text a last error contains. For those the page is filtered here, fetching more pages until it is
+full or ``SCAN_BOUND`` rows were read; the page then says how many rows it searched, and its "next"
+link continues after the last row *read*, so nothing is skipped. (Storage could filter on the error
+text itself, ``JobQuery.error_contains``, but with no bound on the rows it walks.)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.queues import record_queue
 from storage_adapters import BrowseStore, JobQuery, JobRecord, JobState
 from storage_adapters.checks.browse import MAX_PAGE
 
@@ -82,17 +82,7 @@ class JobFilter:
             return False
         if self.error_contains is not None and (error is None or self.error_contains not in error):
             return False
-        return self.queue is None or queue_of(record) == self.queue
-
-
-def queue_of(record: JobRecord) -> str | None:
-    """The job's queue option, ``None`` when it has none or its payload cannot be read."""
-    try:
-        options = json.loads(record.payload).get("options", {})
-    except (ValueError, AttributeError):
-        return None
-    queue = options.get("queue") if isinstance(options, dict) else None
-    return queue if isinstance(queue, str) else None
+        return self.queue is None or record_queue(record) == self.queue
 
 
 @dataclass(frozen=True)

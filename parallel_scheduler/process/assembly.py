@@ -19,6 +19,7 @@ from parallel_scheduler.errors import ConfigurationError
 from parallel_scheduler.process.liveness import Heartbeat
 from parallel_scheduler.process.metrics import MetricsServer
 from parallel_scheduler.process.shard_assignment import ShardAssignment
+from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from parallel_scheduler.settings import Settings
 from storage_adapters import NewJob, Storage
@@ -85,11 +86,13 @@ def assemble(
     *,
     owner: str | None = None,
     listeners: tuple[ReleaseListener, ...] = (),
+    route: QueueRouter | None = None,
 ) -> ServiceParts:
     """The parts of one scheduler process over ``storage``. With ``metrics_port`` set, the
     metrics endpoint listens to every release and every scheduler reports to it; with shards,
     the schedulers of a kind share one bounded pool, so ``max_degree_of_parallelism`` bounds the
-    whole process, and each shard's loop serves only while the assignment gives it the shard."""
+    whole process, and each shard's loop serves only while the assignment gives it the shard.
+    ``route``: the queue of a firing whose call names none (``queues.py``)."""
     owner = owner or default_owner()
     settings = _settings_for(storage, settings or Settings())
     metrics = None
@@ -114,6 +117,7 @@ def assemble(
         pool=recurring_pool,
         envelope=_firing_envelope(storage, dispatcher, settings),
         push=delayed,  # due firings straight onto the broker's lists where it found them
+        route=route,
     )
     settings = delayed.settings
     assignment: ShardAssignment | None = None
@@ -145,6 +149,7 @@ def assemble(
                 pool=recurring_pool,
                 envelope=_firing_envelope(store, dispatcher, settings),
                 push=delayed_shards[shard],
+                route=route,
             )
             for shard, store in enumerate(stores)
         ]

@@ -35,6 +35,7 @@ from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.process.assembly import ServiceParts, assemble
 from parallel_scheduler.process.loop_health import loop_problems
 from parallel_scheduler.process.shard_assignment import describe_shards
+from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
 
@@ -87,9 +88,12 @@ class SchedulerService:
         owner: str | None = None,
         listeners: tuple[ReleaseListener, ...] = (),
         owns_storage: bool = False,
+        route: QueueRouter | None = None,
     ) -> SchedulerService:
         """A service for ``storage``, wired by ``assemble`` (see there)."""
-        parts = assemble(storage, dispatcher, settings, owner=owner, listeners=listeners)
+        parts = assemble(
+            storage, dispatcher, settings, owner=owner, listeners=listeners, route=route
+        )
         return cls(parts, owns_storage=owns_storage)
 
     def served_shards(self) -> frozenset[int]:

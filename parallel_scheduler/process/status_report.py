@@ -1,6 +1,7 @@
-"""The status report: which store, how many jobs per state, the next due job, the lock holders
-and the scheduler instances (alive or dead, see ``scheduler_views.py``). ``parallel-scheduler
-status`` prints it and the dashboard's overview shows it: one report, two views.
+"""The status report: which store, how many jobs per state, the next due job, the lock holders,
+the pauses in force and the scheduler instances (alive or dead, see ``scheduler_views.py``).
+``parallel-scheduler status`` prints it and the dashboard's overview shows it: one report, two
+views.
 
 Read-only, and it never fails on what the store holds: a next due time that cannot be shown as a
 date (a row written out of range) is reported as its raw value with a problem, not a traceback.
@@ -22,6 +23,7 @@ from parallel_scheduler.client import Client
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.opening_storage import describe_storage
+from parallel_scheduler.pausing import pause_view
 from parallel_scheduler.process.scheduler_views import scheduler_views
 from parallel_scheduler.ranges import instant
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
@@ -120,7 +122,8 @@ def health_facts(client: Client) -> dict[str, Any]:
 
 def status_report(client: Client) -> dict[str, Any]:
     """The whole report: ``health_facts`` with the store, the counts per state, the recurring
-    jobs' count, the two locks of the whole store by their old keys, and the settings."""
+    jobs' count, the two locks of the whole store by their old keys, the pauses in force
+    (``pausing.pause_view`` each) and the settings."""
     facts = health_facts(client)
     locks = list(facts["locks"].values())
     holder, recurring_holder = locks[:2]  # shard 0's: the whole store's
@@ -131,5 +134,6 @@ def status_report(client: Client) -> dict[str, Any]:
         "lock_holder": holder,
         "recurring_jobs": _read(client, client.storage.count_recurring),
         "recurring_lock_holder": None if recurring_holder is None else recurring_holder["owner"],
+        "pauses": [pause_view(pause) for pause in client.pauses()],
         "settings": client.settings.describe(),
     }

@@ -8,17 +8,19 @@ process, served by a process that is not a scheduler (the dashboard's ``/metrics
   (the figures every scheduler process serves too);
 * ``FleetCollector``: the scheduler instances (``schedulers{state}``, each instance's heartbeat
   age, and each live instance's seconds since its last pass of each kind), the due jobs per
-  queue, and the health judgement of ``process/health.py`` (``healthy``,
-  ``health_problems{kind}``);
+  queue, the pauses in force (``pause_start_time_seconds{kind,name,paused_by,note}``), and the
+  health judgement of ``process/health.py`` (``healthy``, ``health_problems{kind}``);
 * ``metrics.add_process_metrics``: the serving process's own CPU and memory, and
   ``build_info{version}``.
 
-Queues: storage keeps a job's queue inside its payload (the Celery call options), not in a
-column of its own, so no store can count the due jobs per queue through an index. The count is
-taken over the earliest ``QUEUE_SAMPLE`` due jobs (one bounded, indexed page read);
+Queues: storage keeps a job's queue with it (``queues.py``; a row stored before it did names it
+only in its call options), but counts no jobs per queue, so no store can count the due jobs per
+queue through an index. The count is taken over the earliest ``QUEUE_SAMPLE`` due jobs (one
+bounded, indexed page read);
 ``due_jobs_by_queue_read`` says how many were read: when it equals ``QUEUE_SAMPLE``, more are due
 than were counted, and ``due_jobs`` is the total to trust. A job that names no queue is counted
-under ``queue="(none)"``: Celery's routing picks its queue at release.
+under ``queue="(none)"``: Celery's routing picks its queue at release. A held job is not due, so
+a paused queue's jobs are not counted here (``jobs{state="held"}`` counts them).
 
 Everything is read at scrape time and cached for ``STORAGE_CACHE`` seconds, like
 ``StorageCollector``. A failed read leaves the fleet's figures out (``storage_up`` says why).
@@ -26,7 +28,6 @@ Everything is read at scrape time and cached for ``STORAGE_CACHE`` seconds, like
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -50,7 +51,8 @@ from parallel_scheduler.process.metrics import (
 )
 from parallel_scheduler.process.scheduler_views import KINDS, last_pass_at
 from parallel_scheduler.process.status_report import health_facts
-from storage_adapters import JobQuery, JobRecord, JobState
+from parallel_scheduler.queues import record_queue
+from storage_adapters import JobQuery, JobRecord, JobState, PauseRecord
 
 __all__ = ["NO_QUEUE", "QUEUE_SAMPLE", "FleetCollector", "storage_registry"]
 
@@ -62,15 +64,8 @@ NO_QUEUE: Final = "(none)"
 
 
 def queue_of(record: JobRecord) -> str:
-    """The queue a stored job names in its call options, else ``NO_QUEUE``."""
-    try:
-        options = json.loads(record.payload).get("options") or {}
-        queue = options.get("queue")
-    except (ValueError, AttributeError, TypeError):
-        return NO_QUEUE
-    if isinstance(queue, dict):  # a serialized kombu Queue
-        queue = queue.get("name")
-    return queue if isinstance(queue, str) and queue else NO_QUEUE
+    """The queue of a stored job (``queues.record_queue``), else ``NO_QUEUE``."""
+    return record_queue(record) or NO_QUEUE
 
 
 @dataclass(frozen=True)
@@ -79,6 +74,7 @@ class _Fleet:
     problems: list[Problem]
     by_queue: Counter[str]
     read: int
+    pauses: list[PauseRecord]
     at: float  # this host's clock, for the ages of passes (stamped with their host's clock)
 
 
@@ -113,6 +109,7 @@ class FleetCollector(Collector):
             return
         yield from _instances(fleet)
         yield from _queues(fleet)
+        yield _pauses(fleet)
         yield from _health(fleet)
 
     def _read(self) -> _Fleet | None:
@@ -127,13 +124,14 @@ class FleetCollector(Collector):
                     lambda: client.storage.list_jobs_page(query, QUEUE_SAMPLE),
                     give_up_after=client.retry_for,
                 )
+                pauses = client.pauses()
             except Exception as exc:  # a scrape must answer: storage_up says storage is down
                 logger.warning("metrics: reading the scheduler instances failed: %s", exc)
                 self._fleet = None
             else:
                 problems = health_problems(facts, max_lag=self._max_lag, settings=client.settings)
                 by_queue = Counter(queue_of(row) for row in rows)
-                self._fleet = _Fleet(facts, problems, by_queue, len(rows), self._clock())
+                self._fleet = _Fleet(facts, problems, by_queue, len(rows), pauses, self._clock())
             self._read_at = time.monotonic()
             return self._fleet
 
@@ -187,6 +185,20 @@ def _queues(fleet: _Fleet) -> Iterable[GaugeMetricFamily]:
         f"Due jobs read to count them per queue (at most {QUEUE_SAMPLE}: there, more are due)",
         value=fleet.read,
     )
+
+
+def _pauses(fleet: _Fleet) -> GaugeMetricFamily:
+    pauses = GaugeMetricFamily(
+        PREFIX + "pause_start_time_seconds",
+        "Pauses in force (their jobs are held, not released): when each began, epoch seconds "
+        "on the storage clock, labelled kind (queue or task), name, paused_by and note",
+        labels=["kind", "name", "paused_by", "note"],
+    )
+    for pause in fleet.pauses:
+        pauses.add_metric(
+            [pause.kind.value, pause.name, pause.paused_by, pause.note], pause.paused_at
+        )
+    return pauses
 
 
 def _health(fleet: _Fleet) -> Iterable[GaugeMetricFamily]:

@@ -19,6 +19,7 @@ from functools import partial
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.firing_ids import firing_id
 from parallel_scheduler.jobs import display_instant
+from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at, next_tick
 from storage_adapters import NewJob, RecurringRecord, Storage
 
@@ -50,10 +51,11 @@ def backfill(
     start: datetime,
     end: datetime,
     now: float,
+    route: QueueRouter | None = None,
 ) -> Backfill:
     """Fire every tick of ``record`` from ``start`` to ``end`` (both included, both aware and
     not after ``now``, the storage clock); ``InvalidJobError`` names what is wrong, and then
-    nothing is written."""
+    nothing is written. ``route``: the queue of a call whose options name none (``queues.py``)."""
     low, high = _instant(start, "from"), _instant(end, "to")
     if high < low:
         raise InvalidJobError(
@@ -66,9 +68,10 @@ def backfill(
         )
     schedule = _schedule(record)
     ticks = _ticks(schedule, low, high)
+    queue = payload_queue(record.task, record.payload, route)
     jobs = [
         NewJob(firing_id(record.id, tick), record.task, record.payload,
-               firing_due_at(record.id, schedule, tick))
+               firing_due_at(record.id, schedule, tick), queue=queue)
         for tick in ticks
     ]  # fmt: skip
     created = sum(

@@ -23,6 +23,7 @@ from parallel_scheduler.engine.recorder import MetricsRecorder
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import FireOutcome, FireResult
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
@@ -72,10 +73,12 @@ def fire_chunk(
     envelope: Envelope | None,
     records: Sequence[RecurringRecord],
     push: FiringPush | None = None,
+    route: QueueRouter | None = None,
 ) -> list[FireResult]:
     """Fire ``records`` under ``held``: plan each one's ticks up to ``now()`` (the storage
     clock), then add their firing jobs and advance each one's next run in one storage step.
-    Returns each record's outcome and the firing jobs it accounts for, in order."""
+    Returns each record's outcome and the firing jobs it accounts for, in order. Each firing
+    carries its queue (``queues.payload_queue``, with ``route`` for a call that names none)."""
     results: list[FireResult | None] = [None] * len(records)
     planned: list[PlannedFiring] = []
     plans: list[tuple[int, Schedule, FiringPlan]] = []
@@ -93,7 +96,7 @@ def fire_chunk(
             logger.error("recurring job %s is unusable: %s", record.id, exc)
             results[position] = FireResult(FireOutcome.FAILED)
             continue
-        planned.append(_planned(record, schedule, plan, envelope))
+        planned.append(_planned(record, schedule, plan, envelope, route))
         plans.append((position, schedule, plan))
     replies = _fire(storage, held, planned, push)
     misfires: Counter[str] = Counter()
@@ -130,23 +133,29 @@ def _fire(
 
 
 def _planned(
-    record: RecurringRecord, schedule: Schedule, plan: FiringPlan, envelope: Envelope | None
+    record: RecurringRecord,
+    schedule: Schedule,
+    plan: FiringPlan,
+    envelope: Envelope | None,
+    route: QueueRouter | None,
 ) -> PlannedFiring:
     """What firing ``record`` by ``plan`` writes, at the version the plan was made from; each
     firing job due at its tick, moved by the schedule's jitter (stored Scheduled when that is
-    still ahead, then released as any delayed job)."""
+    still ahead, then released as any delayed job), sent to its payload's queue."""
+    queue = payload_queue(record.task, record.payload, route) if plan.ticks else None
     jobs = tuple(
         NewJob(
             id=firing_id(record.id, tick),
             task=record.task,
             payload=record.payload,
             due_at=firing_due_at(record.id, schedule, tick),
+            queue=queue,
         )
         for tick in plan.ticks
     )
     if envelope is not None:  # each job built again with its message (NewJob is frozen)
         jobs = tuple(
-            NewJob(job.id, job.task, job.payload, job.due_at, envelope=envelope(job))
+            NewJob(job.id, job.task, job.payload, job.due_at, envelope(job), job.queue)
             for job in jobs
         )
     firing = Firing(

@@ -25,6 +25,7 @@ from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidItemError, InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.firing_ids import firing_id, trigger_id
+from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.accepting import new_recurring
 from parallel_scheduler.recurring.backfill import Backfill, backfill
@@ -76,6 +77,10 @@ class RecurringJobs:
         client.recurring.trigger("nightly-report")  # one extra firing now
         client.recurring.remove("nightly-report")
     """
+
+    #: Where a firing made here (a trigger, a backfill) goes when its options name no queue: the
+    #: Celery plugin's client sets its app's router (``queues.py``); ``None``: unknown.
+    route: QueueRouter | None = None
 
     def __init__(
         self, storage: Storage, clock: StorageClock, max_payload_bytes: int, retry_for: float
@@ -332,7 +337,8 @@ class RecurringJobs:
         """One trigger from one read of the row; ``None`` if the row changed in between."""
         record = self._existing(recurring_id)
         now = self._clock.now()
-        job = NewJob(trigger_id(recurring_id, now), record.task, record.payload, now)
+        queue = payload_queue(record.task, record.payload, self.route)
+        job = NewJob(trigger_id(recurring_id, now), record.task, record.payload, now, queue=queue)
         firing = ManualFiring(
             last_run_at=later_run(record.last_run_at, now),
             history=add_history(record.history, [(now, job.id)], trigger=True),
@@ -359,7 +365,8 @@ class RecurringJobs:
         """
         record = self._existing(recurring_id)
         self._verify_shards()
-        return backfill(self._storage, self._call, record, start, end, self._clock.now())
+        now = self._clock.now()
+        return backfill(self._storage, self._call, record, start, end, now, self.route)
 
     def remove(self, recurring_id: str) -> bool:
         """Delete the recurring job (its firings already created stay); returns whether it

@@ -23,6 +23,7 @@ from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import RecurringPassStats
 from parallel_scheduler.log_format import pass_event
+from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, FiringPush, fire_chunk
 from parallel_scheduler.settings import Settings
 from storage_adapters import Storage
@@ -48,6 +49,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         pool: BoundedPool | None = None,
         envelope: Envelope | None = None,
         push: FiringPush | None = None,
+        route: QueueRouter | None = None,
     ) -> None:
         """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler:
         with shards, the one of the same shard, where a recurring job's firings live).
@@ -55,13 +57,15 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         ``envelope``: builds each firing job's broker message as it is created (the delayed
         path's accept-time messages), so its release builds nothing. ``push``: the delayed
         scheduler of the same store, through which due firings go straight onto the broker's
-        lists when storage and broker share a Redis server (``firing.FiringPush``)."""
+        lists when storage and broker share a Redis server (``firing.FiringPush``). ``route``:
+        the queue of a firing whose call names none (a Celery app's router: ``queues.py``)."""
         super().__init__(
             storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
         )
         self._on_fired = on_fired
         self._envelope = envelope
         self._push = push
+        self._route = route
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
@@ -82,6 +86,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             self.metrics,
             self._envelope,
             push=self._push,
+            route=self._route,
         )
         while self._keep_going(held):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))

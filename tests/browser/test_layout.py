@@ -42,6 +42,7 @@ def _long_rows(client: Client) -> None:
         ]
     )
     client.recurring.save(LONG_RECURRING, LONG_TASK, "*/5 * * * *", timezone="Asia/Kolkata")
+    client.pause_task("paused." + LONG_TASK, note=LONG_ERROR, by="w" * 70)  # holds none of them
     store = client.storage
     if isinstance(store, OutcomeStore):
         job = f"{LONG_ID[:-1]}0"
@@ -68,6 +69,7 @@ def _pages(data: DataSet) -> list[str]:
         "/recurring/new",
         "/errors",
         "/outcomes",
+        "/pauses",
         f"/jobs/bulk-cancel?state=scheduled&task={quote(LONG_TASK)}",
     ]
 

@@ -35,10 +35,12 @@ CHANGES: tuple[tuple[str, str, Any], ...] = (
     ("POST", "/api/v1/recurring/nightly/pause", None),
     ("POST", "/api/v1/recurring/nightly/resume", None),
     ("POST", "/api/v1/recurring/nightly/trigger", None),
+    ("POST", "/api/v1/pauses", {"kind": "queue", "name": "emails", "note": "n"}),
+    ("DELETE", "/api/v1/pauses/task/t.held", None),
     ("DELETE", "/api/v1/recurring/nightly", None),
 )
 READS = ("/api/v1/jobs", "/api/v1/jobs/s-1", "/api/v1/recurring", "/api/v1/recurring/nightly",
-         "/api/v1/status", "/api/v1/openapi.json")  # fmt: skip
+         "/api/v1/status", "/api/v1/pauses", "/api/v1/openapi.json")  # fmt: skip
 
 
 def _basic(user: str, password: str) -> dict[str, str]:
@@ -49,6 +51,7 @@ def _basic(user: str, password: str) -> dict[str, str]:
 def seeded(client: Client) -> Client:
     client.schedule("t.a", countdown=600, job_id="s-1")
     client.recurring.save("nightly", "t.r", "0 2 * * *")
+    client.pause_task("t.held")
     return client
 
 
@@ -58,6 +61,7 @@ def _unchanged(client: Client) -> None:
     assert job is not None and job.state is JobState.SCHEDULED
     assert nightly is not None and nightly.enabled and nightly.schedule.cron == "0 2 * * *"
     assert client.recurring.get("other") is None
+    assert [(p.kind.value, p.name) for p in client.pauses()] == [("task", "t.held")]
 
 
 def _error_code(response: Any) -> str:

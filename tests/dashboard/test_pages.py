@@ -25,7 +25,7 @@ def text(response: object) -> str:
 
 
 def test_every_page_renders_with_an_empty_store(web: FlaskClient) -> None:
-    for url in ("/", "/jobs", "/jobs?state=any", "/recurring", "/errors"):
+    for url in ("/", "/jobs", "/jobs?state=any", "/recurring", "/errors", "/pauses"):
         page = web.get(url)
         assert page.status_code == 200, (url, page.data[:500])
         assert page.mimetype == "text/html"

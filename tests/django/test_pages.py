@@ -351,3 +351,31 @@ def test_an_embedded_dashboard_refuses_a_request_its_site_did_not_vouch_for(
     assert api.status_code == 403 and api.get_json()["error"]["code"] == "forbidden"
     with pytest.raises(InvalidJobError, match="no auth"):
         create_app(store, embedded=True, auth=BasicAuth("admin", "pw"))
+
+
+def test_pausing_a_queue_needs_the_job_permission_and_django_csrf(
+    store: Client, make_user: Callable[..., Any]
+) -> None:
+    queue = f"q-{job_id()}"
+    jid = job_id()
+    store.schedule("t.pause", countdown=600, job_id=jid, queue=queue)
+    form = {"kind": "queue", "name": queue, "note": "down", "confirm": "yes"}
+    # A view-only user sees the page without its form, and is refused a pause
+    viewer = browser(make_user("view_scheduler"))
+    page = viewer.get("/scheduler/pauses")
+    assert page.status_code == 200 and 'method="post"' not in text(page)
+    token = viewer.cookies["csrftoken"].value
+    refused = viewer.post("/scheduler/pauses/pause", {**form, "csrfmiddlewaretoken": token})
+    assert refused.status_code == 403 and store.pauses() == []
+    # An operator pauses it with Django's token, and the admin log names the queue
+    operator = make_user("change_jobs")
+    web = browser(operator)
+    token = form_token(web, "/scheduler/pauses")
+    assert web.post("/scheduler/pauses/pause", form).status_code == 403  # no token
+    done = web.post("/scheduler/pauses/pause", {**form, "csrfmiddlewaretoken": token})
+    assert done.status_code == 303 and done["Location"] == "/scheduler/pauses"
+    assert state(store, jid) is JobState.HELD
+    (pause,) = store.pauses()
+    assert pause.paused_by.startswith(f"{operator.username}@")
+    assert [entry.object_repr for entry in log_entries(operator)] == [f"pause_queue queue {queue}"]
+    store.resume_queue(queue)

@@ -24,8 +24,18 @@ def _flag(action: str) -> int:
     return int(CHANGE)
 
 
+def _kind(action: str) -> str:
+    """What an action's ids name: recurring jobs, the queue or task of a pause, else jobs."""
+    if "recurring" in action:
+        return "recurring job"
+    for kind in ("queue", "task"):  # pause_queue, api_resume_task, ...
+        if action.endswith(f"_{kind}"):
+            return kind
+    return "job"
+
+
 def _what(action: str, ids: Sequence[str]) -> str:
-    kind = "recurring job" if "recurring" in action else "job"
+    kind = _kind(action)
     if len(ids) == 1:
         return f"{action} {kind} {ids[0]}"
     return f"{action} {len(ids)} {kind}s: {', '.join(ids)}" if ids else f"{action}: no {kind}"

@@ -145,7 +145,7 @@ def _fields(job: Job, events: list[OutcomeEvent]) -> dict[str, Any]:
         }
     if job.state is JobState.ENQUEUED:
         return _from_outcomes(events)
-    return {}  # scheduled or claimed: waiting in storage
+    return {}  # scheduled, held by a pause or claimed: waiting in storage
 
 
 def _call_of(job: Job) -> tuple[str, list[Any], dict[str, Any], dict[str, Any]]:

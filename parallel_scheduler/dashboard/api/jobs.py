@@ -74,14 +74,14 @@ def cancel_job(job_id: str) -> Response:
     done = dashboard().client.cancel(job_id)
     audit("api_cancel", [job_id], f"done={done}")
     if not done:
-        raise _conflict(job_id, "cancelled", "a scheduled")
+        raise _conflict(job_id, "cancelled", "a scheduled or held")
     return reply(cancel_view(job_id, True))
 
 
 def _moved(job_id: str, done: bool, action: str, detail: str) -> Response:
     audit(action, [job_id], f"{detail} done={done}".strip())
     if not done:
-        raise _conflict(job_id, "rescheduled", "a scheduled or failed")
+        raise _conflict(job_id, "rescheduled", "a scheduled, held or failed")
     return reply(reschedule_view(job_id, True, _existing(job_id)))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from parallel_scheduler.dashboard.api.guard import CSRF_HEADER
 from parallel_scheduler.dashboard.api.schemas import SCHEMAS, ref
 from parallel_scheduler.version import __version__
-from storage_adapters import JobState
+from storage_adapters import JobState, PauseKind
 from storage_adapters.checks.outcomes import FINAL_OUTCOMES
 
 __all__ = ["document", "paths"]
@@ -20,7 +20,7 @@ _ERRORS = {
     400: "bad input: the message names the field and the problem",
     401: "authentication required",
     403: "read-only dashboard (read_only), or a state change without the CSRF token (csrf)",
-    404: "no such job or recurring job",
+    404: "no such job, recurring job or pause",
     409: "the job or recurring job is in a state that does not allow this",
     503: "storage could not be reached",
 }
@@ -64,6 +64,15 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _CURSOR = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?:[!-~]{1,200}$"}
 JOB_ID = _param("job_id", "path", "a job id", _ID)
 RECURRING_ID = _param("recurring_id", "path", "a recurring job id", _ID)
+_PAUSE = (
+    _param("kind", "path", "what the pause names", {"enum": [kind.value for kind in PauseKind]}),
+    _param(
+        "name",
+        "path",
+        "the queue or task name (1-255 printable characters, no surrounding spaces)",
+        {"type": "string", "minLength": 1, "maxLength": 255},
+    ),
+)
 _LIST = (
     _param(
         "state",
@@ -151,7 +160,7 @@ def paths() -> dict[str, Any]:
             "get": _op("One job with its timeline", (200, "JobDetail"), (404,), job)
         },
         "/jobs/{job_id}/cancel": {
-            "post": _op("Cancel a scheduled job", (200, "Cancelled"), _CHANGE, job)
+            "post": _op("Cancel a scheduled (or held) job", (200, "Cancelled"), _CHANGE, job)
         },
         "/jobs/{job_id}/reschedule": {
             "post": _op(
@@ -211,6 +220,24 @@ def paths() -> dict[str, Any]:
                 "BackfillRange",
             )
         },
+        "/pauses": {
+            "get": _op("The pauses of queues and tasks in force", (200, "PauseList"), ()),
+            "post": _op(
+                "Pause a queue or a task: hold its scheduled jobs until resumed",
+                (201, "Paused"),
+                (403,),
+                (),
+                "PauseCreate",
+            ),
+        },
+        "/pauses/{kind}/{name}": {
+            "delete": _op(
+                "Resume a queue or a task: its held jobs are scheduled again, in due order",
+                (200, "Resumed"),
+                (403, 404),
+                _PAUSE,
+            )
+        },
         "/outcomes": {
             "get": _op(
                 "The newest final outcomes (keyset paged)", (200, "OutcomePage"), (), _OUTCOMES
@@ -235,9 +262,10 @@ def document(server: str) -> dict[str, Any]:
             "title": "parallel-scheduler dashboard API",
             "version": __version__,
             "description": (
-                "Jobs, recurring jobs and status. Auth: the dashboard's basic auth or bearer "
-                f"token. A state change not made with a bearer token needs the {CSRF_HEADER} "
-                'header (GET /csrf-token). Errors: {"error": {"code", "message"}}.'
+                "Jobs, recurring jobs, pauses and status. Auth: the dashboard's basic auth or "
+                "bearer token. A state change not made with a bearer token needs the "
+                f"{CSRF_HEADER} header (GET /csrf-token). "
+                'Errors: {"error": {"code", "message"}}.'
             ),
         },
         "servers": [{"url": server}],

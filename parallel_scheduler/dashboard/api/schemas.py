@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage_adapters import JobState, OutcomeState
+from storage_adapters import JobState, OutcomeState, PauseKind
+from storage_adapters.checks.pauses import MAX_PAUSE_NOTE_LENGTH
 
 __all__ = ["SCHEMAS", "ref"]
 
@@ -19,6 +20,7 @@ _MAYBE_TEXT = {"type": ["string", "null"]}
 _ANY: dict[str, Any] = {}
 _INSTANT = {"type": "string", "description": "ISO 8601; a flagged row's raw stored value"}
 _MAYBE_INSTANT = {"type": ["string", "null"], "description": _INSTANT["description"]}
+_KIND = {"enum": [kind.value for kind in PauseKind], "description": "what a pause names"}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -98,6 +100,11 @@ SCHEMAS: dict[str, Any] = {
         **_CALL,
         due_at=_INSTANT,
         state={**_TEXT, "description": ", ".join(s.value for s in JobState)},
+        queue={
+            **_MAYBE_TEXT,
+            "description": "the queue it is sent to, as stored; a pause of it holds the job "
+            "(null: not known when stored)",
+        },
         attempts={"type": ["integer", "string"]},
         created_at=_MAYBE_INSTANT,
         updated_at=_MAYBE_INSTANT,
@@ -225,6 +232,7 @@ SCHEMAS: dict[str, Any] = {
         lock_holder={"type": ["object", "null"]},
         recurring_jobs={"type": "integer"},
         recurring_lock_holder=_MAYBE_TEXT,
+        pauses={"type": "array", "description": "the pauses in force", "items": ref("Pause")},
         schedulers={"type": "array", "items": {"type": "object"}},
         settings={"type": "object"},
         problem={**_MAYBE_TEXT, "description": "what could not be read; null if all could"},
@@ -235,4 +243,36 @@ SCHEMAS: dict[str, Any] = {
         },
     ),
     "CsrfToken": _object(("csrf_token", "header"), csrf_token=_TEXT, header=_TEXT),
+    "Pause": _object(
+        ("kind", "name", "note", "paused_by", "paused_at"),
+        kind=_KIND,
+        name=_TEXT,
+        note=_TEXT,
+        paused_by={**_TEXT, "description": "who paused it (user@address, user@host)"},
+        paused_at=_MAYBE_INSTANT,
+    ),
+    "PauseList": _object(("pauses",), pauses={"type": "array", "items": ref("Pause")}),
+    "PauseCreate": _object(
+        ("kind", "name"),
+        False,
+        kind=_KIND,
+        name={**_TEXT, "minLength": 1, "maxLength": 255, "description": "a queue or task name"},
+        note={
+            **_TEXT,
+            "maxLength": MAX_PAUSE_NOTE_LENGTH,
+            "description": "why, for whoever sees the pause (pausing again replaces it)",
+        },
+    ),
+    "Paused": _object(
+        ("kind", "name", "held"),
+        kind=_KIND,
+        name=_TEXT,
+        held={"type": "integer", "description": "scheduled jobs it held now"},
+    ),
+    "Resumed": _object(
+        ("kind", "name", "released"),
+        kind=_KIND,
+        name=_TEXT,
+        released={"type": "integer", "description": "held jobs scheduled again"},
+    ),
 }

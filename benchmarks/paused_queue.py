@@ -1,19 +1,22 @@
 """What a paused queue full of due jobs costs the release of the others, through the process
 users run, in one run.
 
-For each storage (PostgreSQL, Redis), a burst of N jobs of the ``celery`` queue due at one
-instant is released twice by the real command line, each time on a fresh prefix:
+For each storage (PostgreSQL, Redis), two stores side by side:
 
-* **alone**: the store holds only the burst;
-* **beside a paused queue**: the store also holds H jobs of the queue ``paused``, all due
-  before the burst, stored scheduled and then paused (``Client.pause_queue``; how long that
-  pause took to hold them is reported), so they are held when the burst falls due.
+* **alone**: it holds only the bursts;
+* **beside a paused queue**: it also holds H jobs of the queue ``paused``, all due before any
+  burst, stored scheduled and then paused (``Client.pause_queue``; how long that pause took to
+  hold them is reported), so they are held when each burst falls due.
 
-Each run is timed twice, as ``service_burst`` does: ``run --once`` (one pass, its own reported
-duration) and ``parallel-scheduler run`` started before the due instant (the due instant to
-the last message in the broker list). Both are checked before their figure is kept: every
-burst job in the broker exactly once, none of the paused queue's, all H still held. The ratio
-``beside/alone`` is the paused queue's cost (1.0: none).
+A fresh burst of N jobs of the ``celery`` queue due at one instant is released by the real
+command line in each store in turn, ``--repetitions`` times, timed as ``service_burst`` does:
+``run --once`` (one pass, its own reported duration) and ``parallel-scheduler run`` started
+before the due instant (the due instant to the last message in the broker list). Each run is
+checked before its figure is kept: every burst job in the broker exactly once, none of the
+paused queue's, all H still held. The first run beside the paused queue follows the pause at
+once (on PostgreSQL its due index still holds the held jobs' old entries until a vacuum); every
+sample is kept. The ratio ``beside/alone`` of the medians is the paused queue's cost (1.0:
+none).
 
     .venv/bin/python -m benchmarks.paused_queue --jobs 50000 --held 1000000 --out pq.json
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -55,97 +59,126 @@ def _store(client: Client, specs: list[JobSpec]) -> None:
         client.schedule_many(specs[start : start + STORE_CHUNK])
 
 
-def _prepare(
-    url: str, prefix: str, jobs: int, held: int, lead: float
-) -> tuple[datetime, dict[str, Any]]:
-    """Store the held queue (paused) and the burst; the burst's due instant and the facts."""
-    facts: dict[str, Any] = {}
-    with Client(storage_url=url, prefix=prefix) as client:
-        client.setup()
-        if held:
+class Store:
+    """One prefix the burst runs in, beside ``held`` due jobs of the paused queue (0: alone)."""
+
+    def __init__(self, url: str, held: int) -> None:
+        self.url, self.held = url, held
+        self.prefix = "pq" + uuid.uuid4().hex[:8]
+        self.facts: dict[str, Any] = {}
+        self.bursts = 0
+        with Client(storage_url=url, prefix=self.prefix) as client:
+            client.setup()
+            if not held:
+                return
             started = time.monotonic()
             past = datetime.now(timezone.utc) - timedelta(hours=1)
-            _store(
-                client,
-                [
-                    JobSpec("tasks.held", args=[n], eta=past, id=f"h{n}", options={"queue": PAUSED})
-                    for n in range(held)
-                ],
-            )
-            facts["held_stored_s"] = round(time.monotonic() - started, 2)
+            specs = [
+                JobSpec("tasks.held", args=[n], eta=past, id=f"h{n}", options={"queue": PAUSED})
+                for n in range(held)
+            ]
+            _store(client, specs)
+            self.facts["held_stored_s"] = round(time.monotonic() - started, 2)
             started = time.monotonic()
-            facts["held_by_pause"] = client.pause_queue(PAUSED, note="benchmark")
-            facts["pause_s"] = round(time.monotonic() - started, 2)
-        started = time.monotonic()
-        due = datetime.now(timezone.utc) + timedelta(seconds=lead + jobs / 4000)
-        _store(client, [JobSpec("tasks.noop", args=[n], eta=due, id=f"j{n}") for n in range(jobs)])
-        facts["burst_stored_s"] = round(time.monotonic() - started, 2)
-    return due, facts
+            self.facts["held_by_pause"] = client.pause_queue(PAUSED, note="benchmark")
+            self.facts["pause_s"] = round(time.monotonic() - started, 2)
 
+    def burst(self, jobs: int, lead: float) -> datetime:
+        """Store a fresh burst of ``jobs`` due ``lead`` seconds after storing ends."""
+        self.bursts += 1
+        with Client(storage_url=self.url, prefix=self.prefix) as client:
+            due = datetime.now(timezone.utc) + timedelta(seconds=lead + jobs / 4000)
+            ids = (f"b{self.bursts}-{n}" for n in range(jobs))
+            _store(client, [JobSpec("tasks.noop", args=[1], eta=due, id=i) for i in ids])
+        return due
 
-def _still_held(url: str, prefix: str, held: int) -> None:
-    with Client(storage_url=url, prefix=prefix) as client:
-        counts = client.counts()
-    if counts.get(JobState.HELD.value, 0) != held:
-        raise SystemExit(f"check failed: {counts} (expected {held} held)")
-
-
-def one_pass(url: str, jobs: int, held: int, broker: redis.Redis, lead: float) -> dict[str, Any]:
-    prefix = "pq" + uuid.uuid4().hex[:8]
-    broker.delete("celery", PAUSED)
-    try:
-        due, facts = _prepare(url, prefix, jobs, held, lead)
-        _wait_until(due)
-        out = subprocess.run(
-            [*_base(url, prefix, 1), "run", "--once", "--broker-url", _broker(REDIS)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+    def check(self, broker: redis.Redis, jobs: int) -> None:
+        """Every burst job in the broker once, none of the paused queue's, all still held."""
         _check(broker, jobs)
         if broker.llen(PAUSED):
             raise SystemExit("check failed: a paused queue's job reached the broker")
-        _still_held(url, prefix, held)
-    finally:
-        _drop(url, prefix, 1)
-    facts["pass_jobs_per_s"] = round(jobs / float(json.loads(out)["delayed"]["duration"]))
-    return facts
+        with Client(storage_url=self.url, prefix=self.prefix) as client:
+            counts = client.counts()
+        if counts.get(JobState.HELD.value, 0) != self.held:
+            raise SystemExit(f"check failed: {counts} (expected {self.held} held)")
+
+    def drop(self) -> None:
+        _drop(self.url, self.prefix, 1)
 
 
-def service(url: str, jobs: int, held: int, broker: redis.Redis, lead: float) -> dict[str, Any]:
-    prefix = "pq" + uuid.uuid4().hex[:8]
+def one_pass(store: Store, jobs: int, broker: redis.Redis, lead: float) -> float:
+    """Jobs per second of one ``run --once`` pass over a fresh burst (its own duration)."""
     broker.delete("celery", PAUSED)
+    _wait_until(store.burst(jobs, lead))
+    out = subprocess.run(
+        [*_base(store.url, store.prefix, 1), "run", "--once", "--broker-url", _broker(REDIS)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    store.check(broker, jobs)
+    return jobs / float(json.loads(out)["delayed"]["duration"])
+
+
+def service(store: Store, jobs: int, broker: redis.Redis, lead: float) -> float:
+    """Jobs per second through ``parallel-scheduler run``: the due instant to the last message."""
+    broker.delete("celery", PAUSED)
+    due = store.burst(jobs, lead)
+    process = subprocess.Popen(
+        [*_base(store.url, store.prefix, 1), "run", "--broker-url", _broker(REDIS)],
+        stdout=subprocess.DEVNULL,
+    )
     try:
-        due, facts = _prepare(url, prefix, jobs, held, lead)
-        process = subprocess.Popen(
-            [*_base(url, prefix, 1), "run", "--broker-url", _broker(REDIS)],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            deadline = due.timestamp() + 60 + jobs / 500
-            while broker.llen("celery") < jobs:
-                if time.time() > deadline:
-                    raise SystemExit(f"service released {broker.llen('celery')} of {jobs}")
-                time.sleep(0.05)
-            elapsed = time.time() - due.timestamp()
-        finally:
-            process.terminate()
-            process.wait(30)
-        _check(broker, jobs)
-        if broker.llen(PAUSED):
-            raise SystemExit("check failed: a paused queue's job reached the broker")
-        _still_held(url, prefix, held)
+        deadline = due.timestamp() + 60 + jobs / 500
+        while broker.llen("celery") < jobs:
+            if time.time() > deadline:
+                raise SystemExit(f"service released {broker.llen('celery')} of {jobs}")
+            time.sleep(0.05)
+        elapsed = time.time() - due.timestamp()
     finally:
-        _drop(url, prefix, 1)
-    facts["service_jobs_per_s"] = round(jobs / elapsed)
-    return facts
+        process.terminate()
+        process.wait(30)
+    store.check(broker, jobs)
+    return jobs / elapsed
+
+
+def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str) -> dict[str, Any]:
+    """One storage's row: the two stores side by side, runs interleaved, medians kept."""
+    stores = {"alone": Store(url, 0), "beside_paused": Store(url, ns.held)}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"pass": [], "service": []} for name in stores
+    }
+    try:
+        for _ in range(ns.repetitions):
+            for name, store in stores.items():
+                samples[name]["pass"].append(one_pass(store, ns.jobs, broker, ns.lead))
+            for name, store in stores.items():
+                samples[name]["service"].append(service(store, ns.jobs, broker, ns.lead))
+    finally:
+        for store in stores.values():
+            store.drop()
+    row: dict[str, Any] = {"storage": storage, "jobs": ns.jobs, "held": ns.held}
+    for name, store in stores.items():
+        row[name] = {
+            **store.facts,
+            "pass_jobs_per_s": round(statistics.median(samples[name]["pass"])),
+            "service_jobs_per_s": round(statistics.median(samples[name]["service"])),
+            "samples": {k: [round(v) for v in vs] for k, vs in samples[name].items()},
+        }
+    for figure in ("pass", "service"):
+        key = f"{figure}_jobs_per_s"
+        row[f"{figure}_ratio"] = round(row["beside_paused"][key] / row["alone"][key], 3)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50_000, help="the burst of the other queue")
     parser.add_argument("--held", type=int, default=1_000_000, help="due jobs of the paused queue")
-    parser.add_argument("--lead", type=float, default=6.0)
+    parser.add_argument("--lead", type=float, default=4.0)
+    parser.add_argument(
+        "--repetitions", type=int, default=3, help="runs of each figure, interleaved (medians)"
+    )
     parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
@@ -160,23 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     for storage in ns.storages:
-        alone = {
-            **one_pass(urls[storage], ns.jobs, 0, broker, ns.lead),
-            **service(urls[storage], ns.jobs, 0, broker, ns.lead),
-        }
-        beside = {
-            **one_pass(urls[storage], ns.jobs, ns.held, broker, ns.lead),
-            **service(urls[storage], ns.jobs, ns.held, broker, ns.lead),
-        }
-        row = {
-            "storage": storage,
-            "jobs": ns.jobs,
-            "held": ns.held,
-            "alone": alone,
-            "beside_paused": beside,
-            "pass_ratio": round(beside["pass_jobs_per_s"] / alone["pass_jobs_per_s"], 3),
-            "service_ratio": round(beside["service_jobs_per_s"] / alone["service_jobs_per_s"], 3),
-        }
+        row = measure(urls[storage], ns, broker, storage)
         rows.append(row)
         print(json.dumps(row), flush=True)
     document["load_end"] = load_average()

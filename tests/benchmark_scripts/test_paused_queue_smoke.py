@@ -37,7 +37,7 @@ def test_the_burst_beside_a_paused_queue_is_checked_and_measured(tmp_path: Path)
         require_server(kind)
     tables, keys = _tables(), _keys()
     out = tmp_path / "paused_queue.json"
-    tiny = ["--jobs", "300", "--held", "500", "--lead", "2"]
+    tiny = ["--jobs", "300", "--held", "500", "--lead", "2", "--repetitions", "1"]
     assert_succeeded(run_benchmark("paused_queue", *tiny, "--out", str(out), timeout=300))
     document = json.loads(out.read_text())
     assert document["commit"] and len(document["load_start"]) == 3

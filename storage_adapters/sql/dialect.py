@@ -44,6 +44,9 @@ class Dialect:
     #: Run first in the transactions of ``pause`` and ``resume``, ``{jobs}`` naming the jobs
     #: table ("" for none: SQLite's ``BEGIN IMMEDIATE`` holds the whole file); see sql/pauses.py.
     pause_lock: str = ""
+    #: Run after a ``pause`` or ``resume`` that moved many jobs, outside any transaction,
+    #: ``{jobs}`` naming the jobs table ("" for none); see sql/pauses.py.
+    after_mass_move: str = ""
 
 
 def state_is(column: sa.ColumnElement[Any], state: JobState) -> sa.ColumnElement[bool]:

@@ -25,15 +25,21 @@ What makes them atomic against the statements accepting or giving back jobs at t
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy.engine import Connection
 
 from storage_adapters.checks.pauses import check_pause, check_pause_name
+from storage_adapters.errors import StorageError
 from storage_adapters.records import PauseKind, PauseRecord
 from storage_adapters.sql.plumbing import SQLPlumbing
 
 __all__ = ["SQLPauseStore"]
 
 _KINDS = {kind.value for kind in PauseKind}
+#: The fewest jobs a pause or resume moves for the dialect's clean-up to run after it.
+VACUUM_AFTER = 10_000
+logger = logging.getLogger(__name__)
 
 
 class SQLPauseStore(SQLPlumbing):
@@ -46,8 +52,9 @@ class SQLPauseStore(SQLPlumbing):
         with self._transaction() as conn:
             self._lock_jobs_for_pause(conn)
             conn.execute(statements.put, {**params, "note": note, "paused_by": paused_by})
-            return int(conn.execute(statements.hold[checked], params).rowcount)
-        raise AssertionError("unreachable: the transaction is never rolled back")
+            held = int(conn.execute(statements.hold[checked], params).rowcount)
+        self._after_moving(held)
+        return held
 
     def resume(self, kind: PauseKind, name: str) -> int:
         checked, name = check_pause_name(kind, name)
@@ -57,8 +64,9 @@ class SQLPauseStore(SQLPlumbing):
             self._lock_jobs_for_pause(conn)
             if not conn.execute(statements.remove, params).rowcount:
                 return 0  # not paused: no job is held by it (held jobs always have a pause)
-            return int(conn.execute(statements.release[checked], params).rowcount)
-        raise AssertionError("unreachable: the transaction is never rolled back")
+            released = int(conn.execute(statements.release[checked], params).rowcount)
+        self._after_moving(released)
+        return released
 
     def list_pauses(self) -> list[PauseRecord]:
         rows = self._rows(self._sql.pauses.listing, {})
@@ -73,6 +81,20 @@ class SQLPauseStore(SQLPlumbing):
             for row in rows
             if row.kind in _KINDS  # a hand-written row of another kind: listing must not crash
         ]
+
+    def _after_moving(self, moved: int) -> None:
+        """After a pause or resume that moved at least ``VACUUM_AFTER`` jobs, the dialect's
+        clean-up (PostgreSQL: ``VACUUM`` the jobs table, so the due index sheds the moved jobs'
+        old entries, which every claim would walk first until autovacuum ran). Best effort: the
+        move is committed already, so a failure is logged, never raised."""
+        command = self._dialect.after_mass_move
+        if not command or moved < VACUUM_AFTER:
+            return
+        try:
+            with self._connection() as conn:  # the engine autocommits: VACUUM runs on its own
+                conn.exec_driver_sql(command.format(jobs=self._tables.jobs.name))
+        except StorageError as exc:
+            logger.warning("could not vacuum %s after moving %d jobs: %s", self, moved, exc)
 
     def _lock_jobs_for_pause(self, conn: Connection) -> None:
         """The dialect's lock against writers of the jobs (see the module's docstring); the

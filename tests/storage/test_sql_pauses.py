@@ -5,6 +5,7 @@ out of every read of the due set."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from storage_adapters import (
     PauseKind,
     Storage,
 )
+from storage_adapters.sql import pauses as pauses_module
 from storage_adapters.sql.browse import page_params, page_statement
 from storage_adapters.sql.postgresql import PostgreSQLStorage
 from storage_adapters.sql.storage import SQLStorage
@@ -337,3 +339,45 @@ def test_the_due_reads_never_walk_held_jobs(storage: Storage) -> None:
     )  # fmt: skip
     assert f"using {pg._prefix}_jobs_held " in plan and "Sort" not in plan, plan
     assert [c.id for c in pg.claim_due(100, lock, 30)][:2] == ["j20001", "j20002"]
+
+
+def _due_read_buffers(store: SQLStorage) -> int:
+    """Shared buffers the first read of the 10 earliest due ids touches, by PostgreSQL's own
+    count (the plan's top node: its first ``Buffers`` line)."""
+    compiled = store._sql.fetch_due.compile(dialect=store._engine.dialect)
+    with store._engine.connect() as conn:
+        lines = conn.exec_driver_sql(
+            f"EXPLAIN (ANALYZE, BUFFERS) {compiled}", {**compiled.params, "limit": 10}
+        ).scalars()
+        found = next(
+            m for line in lines if (m := re.search(r"shared hit=(\d+)(?: read=(\d+))?", line))
+        )
+    return int(found.group(1)) + int(found.group(2) or 0)
+
+
+@postgresql_only
+@pytest.mark.parametrize("vacuum_after", [10_000, 10**9])
+def test_a_big_pause_leaves_no_old_entries_for_the_release_to_walk(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch, vacuum_after: int
+) -> None:
+    # Given 12,000 due jobs of a task, earlier than a few of another task
+    assert isinstance(storage, SQLStorage)
+    monkeypatch.setattr(pauses_module, "VACUUM_AFTER", vacuum_after)
+    jobs = storage._tables.jobs.name
+    insert_and_analyze(
+        storage,
+        jobs,
+        f"INSERT INTO {jobs} (id, task, payload, due_at, state, attempts, created_at, "
+        "updated_at) SELECT 'j' || n, CASE WHEN n <= 12000 THEN 'tasks.big' ELSE 't' END, "
+        "'{}', n, 'scheduled', 0, 0, 0 FROM generate_series(1, 12010) AS n",
+    )
+    # When the task is paused
+    assert storage.pause(TASK, "tasks.big", "", "") == 12_000
+    # Then reading the due set touches a page or two, not the held jobs' old entries (which
+    # it walks, every one, when the pause leaves the clean-up to autovacuum: the check fails)
+    touched = _due_read_buffers(storage)
+    if vacuum_after == 10_000:
+        assert touched < 20, touched
+    else:
+        assert touched > 100, touched
+    assert storage.fetch_due_ids(3) == ["j12001", "j12002", "j12003"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -355,13 +356,32 @@ def _due_read_buffers(store: SQLStorage) -> int:
     return int(found.group(1)) + int(found.group(2) or 0)
 
 
-@postgresql_only
+@pytest.fixture
+def own_database() -> Iterator[PostgreSQLStorage]:
+    """A store in a database of its own, created for the test: a vacuum there removes what no
+    transaction of *that* database can still see, whatever other tests keep open in theirs
+    (PostgreSQL keeps a dead row while any transaction of its database might read it)."""
+    name = f"ps_vacuum_{uuid.uuid4().hex[:12]}"
+    admin = POSTGRESQL_URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    store = PostgreSQLStorage(POSTGRESQL_URL.rsplit("/", 1)[0] + f"/{name}", prefix="vac")
+    try:
+        store.setup()
+        yield store
+    finally:
+        store.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.mark.postgresql
 @pytest.mark.parametrize("vacuum_after", [10_000, 10**9])
 def test_a_big_pause_leaves_no_old_entries_for_the_release_to_walk(
-    storage: Storage, monkeypatch: pytest.MonkeyPatch, vacuum_after: int
+    own_database: PostgreSQLStorage, monkeypatch: pytest.MonkeyPatch, vacuum_after: int
 ) -> None:
     # Given 12,000 due jobs of a task, earlier than a few of another task
-    assert isinstance(storage, SQLStorage)
+    storage = own_database
     monkeypatch.setattr(pauses_module, "VACUUM_AFTER", vacuum_after)
     jobs = storage._tables.jobs.name
     insert_and_analyze(

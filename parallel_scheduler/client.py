@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.envelopes import EnvelopeMaker, with_envelopes
@@ -25,9 +25,10 @@ from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
-from storage_adapters import JobState, NewJob, PauseKind, PauseRecord, Storage, list_jobs
+from parallel_scheduler.unique_jobs import store_jobs
+from storage_adapters import JobState, PauseKind, PauseRecord, Storage, list_jobs
 from storage_adapters.checks.pauses import check_pause, check_pause_name
-from storage_adapters.shard_guard import verify_shard_count
+from storage_adapters.shard_guard import shards_of, verify_shard_count
 
 __all__ = ["Client", "ScheduleResult"]
 
@@ -42,12 +43,15 @@ class ScheduleResult:
     :ivar created: ``True`` if the job was stored now; ``False`` if a job with this id existed
         already, in which case nothing was changed.
     :ivar due_at: When the stored job is due (UTC): the requested time for a new job, the stored
-        one for an existing id.
+        one for an existing id or a held unique key.
+    :ivar replaced: For a unique job whose key was held: ``True`` if ``on_conflict="replace"``
+        moved the holder (``job_id``, ``created=False``) to this call's time and payload.
     """
 
     job_id: str
     created: bool
     due_at: datetime
+    replaced: bool = False
 
 
 class Client:
@@ -141,6 +145,8 @@ class Client:
         countdown: float | timedelta | None = None,
         job_id: str | None = None,
         jitter: float | timedelta | None = None,
+        unique_key: str | None = None,
+        on_conflict: Literal["keep", "replace"] = "keep",
         **options: Any,
     ) -> ScheduleResult:
         """Store one job, due at ``eta`` or after ``countdown`` seconds (now when neither).
@@ -154,6 +160,11 @@ class Client:
             nothing. Default: a new UUID.
         :param jitter: Seconds (or a ``timedelta``): the due time moves later by an offset in
             ``[0, jitter)`` derived from the id and the due time (the same for a repeated call).
+        :param unique_key: At most one scheduled job per ``(task, unique_key)``: if another job
+            of the task holds the key, ``on_conflict`` says what happens (the key is freed when
+            that job is released, cancelled or expires).
+        :param on_conflict: ``"keep"`` the holder (its id comes back, ``created=False``) or
+            ``"replace"`` its due time and payload (``replaced=True``).
         :param options: Celery call options the release passes on (``queue``, ``priority``,
             ``expires``, ``headers``, ...).
 
@@ -184,11 +195,15 @@ class Client:
             eta=eta,
             countdown=countdown,
             jitter=jitter,
+            unique_key=unique_key,
+            on_conflict=on_conflict,
         )
         return self.schedule_many([spec])[0]
 
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
         """Store many jobs in one atomic bulk write: all are validated before any is written.
+        Unique jobs (``unique_key`` set) are each stored on their own after that write, each
+        atomically (see ``schedule``).
 
         :param specs: The jobs, as ``JobSpec`` values (``JobSpec(task, args=..., countdown=...)``).
 
@@ -210,24 +225,26 @@ class Client:
         ```
         """
         now = self._clock.now()
-        limit = self.settings.max_payload_bytes
-        new_jobs = [spec.encode(now, limit) for spec in specs]
+        limit, shards = self.settings.max_payload_bytes, len(shards_of(self.storage))
+        specs = list(specs)
+        new_jobs = [spec.encode(now, limit, shards) for spec in specs]
         if len({job.id for job in new_jobs}) != len(new_jobs):
             raise InvalidJobError("the same job id appears twice in one call")
         new_jobs = with_envelopes(new_jobs, self.envelopes)
         self._verify_shards()
-        created = self._call(lambda: self.storage.add_jobs(new_jobs))
+        conflicts = [spec.on_conflict for spec in specs]
+        added = store_jobs(self.storage, new_jobs, conflicts, self._call)
         # Jobs of one call often share a due time (one countdown): each is shown once.
         shown: dict[float, datetime] = {}
         results = []
-        for job, was_created in zip(new_jobs, created, strict=True):
-            if was_created:
+        for job, add in zip(new_jobs, added, strict=True):
+            if add.created:
                 due_at = shown.get(job.due_at)
                 if due_at is None:
                     due_at = shown[job.due_at] = utc_datetime(job.due_at)
             else:
-                due_at = self._stored_due_at(job, was_created)
-            results.append(ScheduleResult(job.id, was_created, due_at))
+                due_at = self._stored_due_at(add.job_id, job.due_at)
+            results.append(ScheduleResult(add.job_id, add.created, due_at, add.replaced))
         return results
 
     def _verify_shards(self) -> None:
@@ -237,15 +254,13 @@ class Client:
             self._call(lambda: verify_shard_count(self.storage))
             self._shards_verified = True
 
-    def _stored_due_at(self, job: NewJob, was_created: bool) -> datetime:
-        """The due time storage holds: the requested one for a new job, the stored one when the
-        id existed (scheduling an existing id changes nothing, so reporting the requested time
-        would tell the caller something untrue)."""
-        if not was_created:
-            stored = self._call(lambda: self.storage.get_job(job.id))
-            if stored is not None:
-                return Job.from_record(stored).due_at
-        return utc_datetime(job.due_at)
+    def _stored_due_at(self, job_id: str, requested: float) -> datetime:
+        """The due time storage holds for an existing id or a held key's holder (reporting the
+        requested time would tell the caller something untrue)."""
+        stored = self._call(lambda: self.storage.get_job(job_id))
+        if stored is not None:
+            return Job.from_record(stored).due_at
+        return utc_datetime(requested)
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a scheduled job (or one held by a pause).

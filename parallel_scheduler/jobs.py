@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.firing_ids import check_not_reserved
@@ -34,9 +34,11 @@ from parallel_scheduler.ranges import (
     lands_too_late,
     shown,
 )
+from parallel_scheduler.unique_checks import check_unique_options
 from storage_adapters import JobRecord, JobState, NewJob, RecurringRecord, validate_job_id
 from storage_adapters.errors import InvalidIdentifierError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH
+from storage_adapters.sharding import unique_job_id
 
 __all__ = [
     "Job",
@@ -77,6 +79,10 @@ class JobSpec:
         give ``eta`` or ``countdown``, not both (neither: due now).
     :param jitter: seconds (or a ``timedelta``): the due time moves later by an offset in
         ``[0, jitter)`` of the id and the due time (``jitter.py``), the same on every retry.
+    :param unique_key: at most one scheduled job per ``(task, unique_key)`` (1-255 printable
+        characters); ``None``: not a unique job.
+    :param on_conflict: what a unique job does when its key is held: ``"keep"`` the holder
+        (the default) or ``"replace"`` its due time and payload.
 
     Nothing is checked until ``encode`` runs (``Client.schedule_many`` runs it for every spec
     before it stores any).
@@ -98,12 +104,18 @@ class JobSpec:
     eta: datetime | float | None = None
     countdown: float | timedelta | None = None
     jitter: float | timedelta | None = None
+    unique_key: str | None = None
+    on_conflict: Literal["keep", "replace"] = "keep"
 
-    def encode(self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> NewJob:
+    def encode(
+        self, now: float, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, shards: int = 1
+    ) -> NewJob:
         """Validate everything, then serialise once; ``now`` is the storage clock's time.
 
         :param now: the storage server's time, epoch seconds; a ``countdown`` counts from it.
         :param max_payload_bytes: the largest serialised arguments and options allowed.
+        :param shards: the store's shard count: a unique job's generated id falls in its key's
+            shard (``sharding.unique_job_id``).
         :returns: the job as storage takes it, its payload serialised as JSON.
         :raises InvalidJobError: a task name, argument, option, id or due time is not allowed
             (the message names which); nothing is written.
@@ -133,16 +145,10 @@ class JobSpec:
             due_at = now + countdown  # what ``due_time`` returns, without its checks' calls
         else:
             due_at = due_time(now, eta=self.eta, countdown=countdown)
-        if self.id is None:
-            job_id = new_job_id()  # a UUID: valid, and never of the reserved form
-        else:
-            job_id = self.id
-            try:
-                validate_job_id(job_id)
-            except InvalidIdentifierError as exc:
-                raise InvalidJobError(str(exc)) from None
-            if "@" in job_id:  # the reserved form has one (see firing_ids)
-                check_not_reserved(job_id)
+        unique_key = None
+        if self.unique_key is not None or self.on_conflict != "keep":
+            unique_key = check_unique_options(self.unique_key, self.on_conflict)
+        job_id = self._job_id(task, unique_key, shards)
         if self.jitter is not None:
             due_at = _jittered(job_id, due_at, self.jitter)
         check_call(args, kwargs)
@@ -170,7 +176,21 @@ class JobSpec:
                 "(setting max_payload_bytes)"
             )
         # by position: measurably faster; the queue a paused queue holds it by (queues.py)
-        return NewJob(job_id, task, payload, due_at, None, options_queue(options))
+        return NewJob(job_id, task, payload, due_at, None, options_queue(options), unique_key)
+
+    def _job_id(self, task: str, unique_key: str | None, shards: int) -> str:
+        """The id given (checked), else a new UUID: valid, never of the reserved form, and for
+        a unique job in its key's shard."""
+        if self.id is None:
+            return new_job_id() if unique_key is None else unique_job_id(task, unique_key, shards)
+        job_id = self.id
+        try:
+            validate_job_id(job_id)
+        except InvalidIdentifierError as exc:
+            raise InvalidJobError(str(exc)) from None
+        if "@" in job_id:  # the reserved form has one (see firing_ids)
+            check_not_reserved(job_id)
+        return job_id
 
 
 def _jittered(job_id: str, due_at: float, jitter: object) -> float:
@@ -271,7 +291,8 @@ class Job(StoredCall):
     is sent under), ``task``, ``args``, ``kwargs`` and ``options`` the call; ``state`` a
     ``JobState``; ``attempts`` how many times it was claimed; ``last_error`` why its last send
     failed, if one did; ``queue`` the queue it is sent to, as stored when it was accepted (a
-    pause of that queue holds it; ``None``: unknown, Celery's routing picks it at release).
+    pause of that queue holds it; ``None``: unknown, Celery's routing picks it at release);
+    ``unique_key`` the key it holds for its task, if it is a unique job.
 
     Example::
 
@@ -290,6 +311,7 @@ class Job(StoredCall):
     due_at_epoch: float | None = None
     raw_payload: str | None = None
     queue: str | None = None
+    unique_key: str | None = None
 
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:
@@ -312,6 +334,7 @@ class Job(StoredCall):
             due_at_epoch=record.due_at,
             raw_payload=record.payload if unreadable else None,
             queue=record.queue,
+            unique_key=record.unique_key,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -322,6 +345,7 @@ class Job(StoredCall):
             "due_at": self.due_at.isoformat(),
             "state": self.state.value,
             "queue": self.queue,
+            "unique_key": self.unique_key,
             "attempts": self.attempts,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),

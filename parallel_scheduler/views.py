@@ -113,6 +113,7 @@ def job_view(record: JobRecord) -> dict[str, Any]:
         "due_at": times["due_at"],
         "state": _state(record.state),
         "queue": record.queue if isinstance(record.queue, str) else None,
+        "unique_key": getattr(record, "unique_key", None),
         "attempts": _seconds(record.attempts),
         "created_at": times["created_at"],
         "updated_at": times["updated_at"],
@@ -159,9 +160,17 @@ def recurring_view(record: RecurringRecord) -> dict[str, Any]:
     }
 
 
-def schedule_view(job_id: str, created: bool, due_at: str) -> dict[str, Any]:
-    """The answer to scheduling one job: its id, whether this call created it, its due time."""
-    return {"id": job_id, "created": created, "due_at": due_at}
+def schedule_view(
+    job_id: str, created: bool, due_at: str, replaced: bool | None = None
+) -> dict[str, Any]:
+    """The answer to scheduling one job: its id, whether this call created it, its due time; for
+    a unique job (``replaced`` given) also whether it replaced the key's holder, and ``outcome``
+    (``created``, ``kept`` or ``replaced``)."""
+    view: dict[str, Any] = {"id": job_id, "created": created, "due_at": due_at}
+    if replaced is not None:
+        view["replaced"] = replaced
+        view["outcome"] = "created" if created else "replaced" if replaced else "kept"
+    return view
 
 
 def cancel_view(job_id: str, cancelled: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from storage_adapters.base import (
     Storage,
     StorageAdmin,
     TransactionalReleaseStorage,
+    UniqueJobStore,
 )
 from storage_adapters.errors import (
     InvalidArgumentError,
@@ -59,6 +60,8 @@ from storage_adapters.records import (
     PlannedFiring,
     RecurringRecord,
     SaveMode,
+    UniqueAdd,
+    UniqueConflict,
     validate_job_id,
     validate_prefix,
 )
@@ -120,6 +123,9 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "TransactionalReleaseStorage",
+    "UniqueAdd",
+    "UniqueConflict",
+    "UniqueJobStore",
     "from_url",
     "list_jobs",
     "mask_url",

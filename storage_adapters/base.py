@@ -30,8 +30,9 @@ the optional abilities beyond it), which ``Storage`` joins:
 processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``BrowseStore``
 (filtered keyset pages and finish counts, for the dashboard, ``Client.list`` and the
 command line, through ``paging.py``), and ``OutcomeStore`` (what Celery workers did with each
-released job, written in batches by the workers' plugin; purged with the jobs), and
-``PauseStore`` (pauses of a queue or task, whose jobs are held back from release). The core's
+released job, written in batches by the workers' plugin; purged with the jobs),
+``PauseStore`` (pauses of a queue or task, whose jobs are held back from release), and
+``UniqueJobStore`` (one job per task and unique key waiting to be released). The core's
 signatures name the families they use.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
@@ -55,6 +56,7 @@ from storage_adapters.contract.outcomes import OutcomeStore
 from storage_adapters.contract.pauses import PauseStore
 from storage_adapters.contract.recurring import RecurringStore
 from storage_adapters.contract.release import LockStore, ReleaseStore
+from storage_adapters.contract.unique import UniqueJobStore
 
 __all__ = [
     "BrowseStore",
@@ -72,6 +74,7 @@ __all__ = [
     "Storage",
     "StorageAdmin",
     "TransactionalReleaseStorage",
+    "UniqueJobStore",
 ]
 
 
@@ -87,6 +90,7 @@ class Storage(
     BrowseStore,
     OutcomeStore,
     PauseStore,
+    UniqueJobStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

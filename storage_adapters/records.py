@@ -33,6 +33,8 @@ __all__ = [
     "PauseRecord",
     "RecurringRecord",
     "SaveMode",
+    "UniqueAdd",
+    "UniqueConflict",
     "check_key_part",
     "validate_job_id",
     "validate_lock_name",
@@ -40,6 +42,8 @@ __all__ = [
 ]
 
 MAX_JOB_ID_LENGTH = 200
+#: What a unique job whose key is held does: keep the holder, or move it (``UniqueJobStore``).
+UniqueConflict = Literal["keep", "replace"]
 #: create: only a new id; update: only an existing id; upsert: either.
 SaveMode = Literal["create", "update", "upsert"]
 MAX_TASK_NAME_LENGTH = 255
@@ -93,10 +97,14 @@ class NewJob(_JobFields):
     ``queue`` is the queue the job will be sent to, when the accepting client knows it (its
     ``queue`` option, or the Celery app's routes): a paused queue (``PauseStore``) holds the jobs
     stored with its name. ``None`` means unknown; only a pause of its task holds such a job.
+
+    ``unique_key`` makes the job unique per task while it waits to be released
+    (``UniqueJobStore.add_unique_job``; ``add_jobs`` refuses it).
     """
 
     envelope: str | None = None
     queue: str | None = None
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,7 @@ class JobRecord(_JobFields):
     updated_at: float
     last_error: str | None = None
     queue: str | None = None
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,3 +370,14 @@ class PauseRecord:
     note: str
     paused_by: str
     paused_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueAdd:
+    """What ``add_unique_job`` did: ``job_id`` is the job that holds the key now (the new one,
+    or the holder), ``created`` whether the new job was stored, ``replaced`` whether the holder
+    was moved to the new job's time and payload."""
+
+    job_id: str
+    created: bool
+    replaced: bool

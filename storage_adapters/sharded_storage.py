@@ -16,6 +16,10 @@ Redis slot): ``pause`` and ``resume`` go to every shard, shard 0 first, and ``li
 the copies, so a pause one shard missed (a call that failed part-way; repeating it completes it)
 still shows.
 
+A unique job (``add_unique_job``) goes to the shard of its ``(task, unique_key)``
+(``sharding.unique_shard``), where the key and the job change in one step; its id must fall in
+that shard too (``sharding.unique_job_id`` makes one), so that routing by id finds it.
+
 Two things differ from one shard, both documented: an ``add_jobs`` call whose jobs fall in
 several shards is all or nothing per shard (a failure part-way leaves the shards already written;
 a retry of the same call adds the rest, since accepts are idempotent on id), and a page of
@@ -38,6 +42,7 @@ from storage_adapters.checks.outcomes import (
     check_outcome_ids,
 )
 from storage_adapters.checks.pauses import check_pause, check_pause_name
+from storage_adapters.checks.unique import check_unique_job
 from storage_adapters.checks.values import (
     check_new_jobs,
     check_new_recurrings,
@@ -46,7 +51,7 @@ from storage_adapters.checks.values import (
     non_negative_offset,
     positive_count,
 )
-from storage_adapters.errors import InvalidArgumentError, refused_save
+from storage_adapters.errors import InvalidArgumentError, InvalidRecordError, refused_save
 from storage_adapters.paging import job_order
 from storage_adapters.records import (
     InstanceRecord,
@@ -65,11 +70,18 @@ from storage_adapters.records import (
     PlannedFiring,
     RecurringRecord,
     SaveMode,
+    UniqueAdd,
+    UniqueConflict,
 )
 from storage_adapters.sharded.locks import ShardedLockStore
 from storage_adapters.sharded.release import ShardedReleaseStore
 from storage_adapters.sharded.shard_set import merged
-from storage_adapters.sharding import check_shard_count, refuse_one_shard_jobs, shard_of
+from storage_adapters.sharding import (
+    check_shard_count,
+    refuse_one_shard_jobs,
+    shard_of,
+    unique_shard,
+)
 
 __all__ = ["ShardedStorage"]
 
@@ -118,6 +130,19 @@ class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
 
     def get_job(self, job_id: str) -> JobRecord | None:
         return self._shard_for(job_id).get_job(job_id)
+
+    def add_unique_job(self, job: NewJob, on_conflict: UniqueConflict) -> UniqueAdd:
+        """To the key's shard (its key and job change in one step there), which must be the
+        job id's shard too, or get_job and cancel would look for the job elsewhere."""
+        key, conflict = check_unique_job(job, on_conflict)
+        count = len(self.shards)
+        shard = unique_shard(job.task, key, count)
+        if shard_of(job.id, count) != shard:
+            raise InvalidRecordError(
+                f"unique job id {job.id!r} does not fall in the shard of its unique_key {key!r}: "
+                "with shards, a unique job's id must come from sharding.unique_job_id"
+            )
+        return self.shards[shard].add_unique_job(job, conflict)
 
     def cancel(self, job_id: str) -> bool:
         return self._shard_for(job_id).cancel(job_id)

@@ -22,6 +22,7 @@ where no scheduler looks, which would lose them silently.
 from __future__ import annotations
 
 import re
+import uuid
 import zlib
 from typing import TYPE_CHECKING, Protocol
 
@@ -78,6 +79,25 @@ def shard_of(job_id: str, shards: int) -> int:
         return 0
     # surrogatepass: an id no job can have (a lone surrogate) still has a shard, to be not found in
     return zlib.crc32(shard_key(job_id).encode("utf-8", "surrogatepass")) % shards
+
+
+def unique_shard(task: str, unique_key: str, shards: int) -> int:
+    """The shard that keeps ``unique_key`` of ``task`` (``UniqueJobStore``): the one its job
+    must live in, so that the key and the job change in one step."""
+    if shards == 1:
+        return 0
+    text = f"{task}\n{unique_key}"  # neither may hold a newline (their checks refuse one)
+    return zlib.crc32(text.encode("utf-8", "surrogatepass")) % shards
+
+
+def unique_job_id(task: str, unique_key: str, shards: int) -> str:
+    """A new random id (a UUID) for a unique job that lands in its key's shard: drawn again
+    until it does, about ``shards`` draws on average."""
+    wanted = unique_shard(task, unique_key, shards)
+    while True:
+        candidate = str(uuid.uuid4())
+        if shard_of(candidate, shards) == wanted:
+            return candidate
 
 
 def shard_prefix(prefix: str, shard: int) -> str:

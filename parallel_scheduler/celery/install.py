@@ -38,6 +38,12 @@ def _wrap_send_task(app: Any, integration: CeleryIntegration) -> None:
         task_id: str | None = None, **options: Any,
     ) -> Any:  # fmt: skip
         jitter = options.pop("jitter", None)  # only storage can jitter: a jittered call is stored
+        unique = {k: options.pop(k) for k in ("unique_key", "on_conflict") if k in options}
+        if unique:  # only storage keeps a key: stored whenever due (now too), or refused
+            return integration.schedule(
+                name, args, kwargs, countdown=countdown, eta=eta, task_id=task_id,
+                jitter=jitter, **unique, **options,
+            )  # fmt: skip
         if jitter or integration.should_defer(countdown, eta):
             reasons = integration.plan(task_id, options)[3]
             if reasons:
@@ -92,7 +98,9 @@ def install(app: Any, **overrides: Any) -> CeleryIntegration:
     task gets ``task.schedule(args, kwargs, countdown=... | eta=..., **options)``, which always
     stores; ``revoke`` cancels stored calls too; ``app.parallel_scheduler`` is the integration
     (``cancel``, ``client``); and workers accept ``--parallel-scheduler`` to run the scheduler
-    inside them. Storage is opened on first use, not here.
+    inside them. Storage is opened on first use, not here. A call with ``unique_key=`` (and
+    ``on_conflict=``) is always stored, however soon it is due, since only storage can keep the
+    key; it is refused (``InvalidJobError``) rather than sent past storage, never falling back.
 
     :param app: the Celery app.
     :param overrides: settings by name (``storage_url="redis://..."``, ``eta_threshold=60``),

@@ -138,10 +138,13 @@ class CeleryIntegration:
         eta: Any = None,
         task_id: str | None = None,
         jitter: Any = None,
+        unique_key: Any = None,
+        on_conflict: Any = "keep",
         **options: Any,
     ) -> Any:
         """Store one call durably; returns an ``AsyncResult`` whose id is the task id (the job
-        id, but for a retry, stored as ``<task id>:retry-<n>``: see ``stored_retries.py``)."""
+        id, but for a retry, stored as ``<task id>:retry-<n>``: see ``stored_retries.py``). With
+        ``unique_key``, a held key answers the holder's id (``Client.schedule``)."""
         job_id, message_id, options, reasons = self.plan(task_id, options)
         if reasons:
             raise InvalidJobError(f"cannot store a call of {name!r}: {explain(reasons)}")
@@ -159,6 +162,8 @@ class CeleryIntegration:
             eta=eta,
             countdown=countdown,
             jitter=jitter,
+            unique_key=unique_key,
+            on_conflict=on_conflict,
         )
         try:
             result = self.client.schedule_many([spec])[0]
@@ -168,7 +173,9 @@ class CeleryIntegration:
                 f"connect_timeout={self.settings.connect_timeout:g} s; set fallback_to_celery to "
                 "hand such calls to Celery's own eta path while storage is down)"
             ) from exc
-        if not result.created:
+        if result.replaced:
+            logger.info("job %s holds the unique key; the call replaced it", result.job_id)
+        elif not result.created:
             logger.info("job %s already exists; the call changed nothing", result.job_id)
         if message_id is not None:  # a stored retry: its outcome links to it (celery/outcomes.py)
             note_stored_retry(message_id, result.job_id)

@@ -39,10 +39,21 @@ def add_commands(commands: Any) -> None:
         "--jitter", type=float, metavar="SECONDS",
         help="move the due time later by up to this (an offset of the id and due time)",
     )  # fmt: skip
+    schedule.add_argument(
+        "--unique-key", metavar="KEY",
+        help="at most one scheduled job of the task per key (a held key: see --on-conflict)",
+    )  # fmt: skip
+    schedule.add_argument(
+        "--on-conflict", choices=("keep", "replace"), default="keep",
+        help="a held key: keep its job (default) or replace its due time and payload",
+    )  # fmt: skip
     schedule.add_argument("--queue")
     schedule.add_argument("--routing-key")
     schedule.add_argument("--priority", type=int)
-    schedule.add_argument("--json", action="store_true", help="print {id, created, due_at}")
+    schedule.add_argument(
+        "--json", action="store_true",
+        help="print {id, created, due_at} (with --unique-key also replaced and outcome)",
+    )  # fmt: skip
     schedule.set_defaults(handler=cmd_schedule)
 
     show = commands.add_parser("show", help="one job in full")
@@ -94,16 +105,21 @@ def cmd_schedule(ns: argparse.Namespace) -> int:
     with open_client(ns) as client:
         result = client.schedule(
             ns.task, ns.args, ns.kwargs, eta=ns.eta, countdown=ns.countdown, job_id=ns.job_id,
-            jitter=ns.jitter, **options,
+            jitter=ns.jitter, unique_key=ns.unique_key, on_conflict=ns.on_conflict, **options,
         )  # fmt: skip
         due = result.due_at.isoformat()
         if not result.created:  # show what is stored, not the due time this call asked for
             record = read(client, lambda: client.storage.get_job(result.job_id))
             due = due if record is None else str(job_view(record)["due_at"])
+    unique = None if ns.unique_key is None else result.replaced
     if ns.json:
-        _print_json(schedule_view(result.job_id, result.created, due))
+        _print_json(schedule_view(result.job_id, result.created, due, unique))
     elif result.created:
         print(f"{result.job_id} scheduled, due {due}")
+    elif result.replaced:
+        print(f"{result.job_id} holds the unique key: replaced, due {due}")
+    elif ns.unique_key is not None:
+        print(f"{result.job_id} holds the unique key: kept (unchanged), due {due}")
     else:
         print(f"{result.job_id} already exists (unchanged), due {due}")
     return 0

@@ -133,7 +133,8 @@ def check_save_mode(mode: str) -> None:
 def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     """Every job of one ``add_jobs`` call, before any is written. A bulk accept runs this per
     job, so the usual case takes exact-type checks first; anything else gets the general check
-    with its error, in the same order."""
+    with its error, in the same order. A job with a ``unique_key`` is refused: those go through
+    ``add_unique_job``, which checks the rest of one as this does (``check_unique_new_job``)."""
     seen: set[str] = set()
     for job in jobs:
         job_id, task, envelope, due_at = job.id, job.task, job.envelope, job.due_at
@@ -158,6 +159,10 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
             )
         if type(due_at) is not float or not _isfinite(due_at):
             epoch_seconds("due_at", due_at)
+        if job.unique_key is not None:  # its key's holder decides: one job per call
+            raise InvalidRecordError(
+                f"job {job_id!r} has a unique_key: store it with add_unique_job, not add_jobs"
+            )
 
 
 def optional_epoch_seconds(name: str, value: float | None) -> float | None:

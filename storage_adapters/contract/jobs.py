@@ -33,7 +33,8 @@ class JobStore(Protocol):
     def reschedule(self, job_id: str, due_at: float) -> bool:
         """Move a ``SCHEDULED`` job's due time, or make a ``FAILED`` job ``SCHEDULED`` again at
         ``due_at`` with its attempts reset to 0 (``last_error`` kept, for the record); ``False``
-        if it is missing or in another state."""
+        if it is missing or in another state. A failed unique job whose key another job holds
+        meanwhile (``UniqueJobStore``) raises ``RecordExistsError`` naming the key, unchanged."""
 
     def count_by_state(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zeros included)."""

@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
+
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import (
     epoch_seconds,
     positive_seconds,
     stored_seconds,
 )
+from storage_adapters.errors import RecordExistsError
 from storage_adapters.records import JobRecord, JobState, NewJob
 from storage_adapters.redis.plumbing import RedisPlumbing
 
@@ -30,6 +33,7 @@ _JOB_FIELDS = [
     "updated_at",
     "last_error",
     "queue",
+    "unique_key",
 ]
 
 
@@ -43,7 +47,7 @@ def lease_arg(value: float) -> str:
 
 
 def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
-    task, payload, due_at, state, attempts, created_at, updated_at, last_error, queue = fields
+    task, payload, due_at, state, attempts, created_at, updated_at, last_error = fields[:8]
     return JobRecord(
         id=job_id,
         task=task,
@@ -54,7 +58,8 @@ def _record(job_id: str, fields: Sequence[Any]) -> JobRecord:
         created_at=stored_seconds(created_at),
         updated_at=stored_seconds(updated_at),
         last_error=last_error,
-        queue=queue,
+        queue=fields[8],
+        unique_key=fields[9],
     )
 
 
@@ -91,11 +96,22 @@ class RedisJobStore(RedisPlumbing):
             self._key("all"),
             self._state_key(JobState.FAILED),
             *self._pause_keys(),
+            self._key("unique"),
         ]
         args = [self._key("job:"), job_id, float_arg("due_at", due_at)]
         if names_no_job(job_id):
             return False
-        return bool(self._run("reschedule", keys, args))
+        with self._talking() as client:
+            try:
+                return bool(self._call(client, "reschedule", keys, args))
+            except redis.ResponseError as exc:
+                reason, _, key = str(exc).partition(" ")
+                if reason != "UNIQUE_HELD":
+                    raise
+        raise RecordExistsError(
+            f"job {job_id!r} cannot be rescheduled: unique_key {key!r} of its task is held by "
+            "another job meanwhile"
+        )
 
     def count_by_state(self) -> dict[JobState, int]:
         with self._talking() as client:

@@ -9,7 +9,8 @@ by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease 
 ``job:<id>`` (hash), ``lock:<name>`` (hash with a TTL), ``fence:<name>`` (fencing counter),
 ``finished:<state>`` (finished ids by finish time, for retention: ``redis/retention.py``),
 ``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``),
-``pauses`` (the pauses in force; their held jobs are ``state:held``: ``redis/pauses.py``).
+``pauses`` (the pauses in force; their held jobs are ``state:held``: ``redis/pauses.py``),
+``unique`` (which job holds each task's unique key: ``redis/unique.py``).
 Browsing pages through these indexes (``redis/browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis/recurring.py``, accepting
 and managing jobs in ``redis/jobs.py``, the release hand-off in ``redis/release.py``, the lock in
@@ -39,6 +40,7 @@ from storage_adapters.redis.pauses import PAUSE_SCRIPTS, RedisPauseStore
 from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurringStore
 from storage_adapters.redis.release import RedisReleaseStore
 from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetentionStore
+from storage_adapters.redis.unique import UNIQUE_SCRIPTS, RedisUniqueJobStore
 from storage_adapters.sharding import check_shard_count, check_shards
 from storage_adapters.urls import InvalidStorageURLError, mask_url
 
@@ -73,6 +75,7 @@ _SCRIPTS = (
     *BROWSE_SCRIPTS,
     *OUTCOME_SCRIPTS,
     *PAUSE_SCRIPTS,
+    *UNIQUE_SCRIPTS,
 )
 
 
@@ -94,6 +97,7 @@ class RedisStorage(
     RedisBrowseStore,
     RedisOutcomeStore,
     RedisPauseStore,
+    RedisUniqueJobStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).

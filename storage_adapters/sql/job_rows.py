@@ -28,6 +28,7 @@ def job_record(row: Row[Any]) -> JobRecord:
         updated_at=stored_seconds(row.updated_at),
         last_error=row.last_error,
         queue=row.queue,
+        unique_key=row.unique_key,
     )
 
 

@@ -36,6 +36,7 @@ class JobStatements:
         self.record_columns = (
             *(jobs.c[name] for name in ("id", "task", "payload", "due_at", "state", "attempts")),
             *(jobs.c[name] for name in ("created_at", "updated_at", "last_error", "queue")),
+            jobs.c.unique_key,
         )
         self.claim_columns = (
             jobs.c.id,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import check_new_jobs, epoch_seconds
 from storage_adapters.records import JobRecord, JobState, NewJob
 from storage_adapters.sql.job_rows import job_record
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE, SQLPlumbing
+from storage_adapters.sql.unique_statements import held_key_error
 
 __all__ = ["SQLJobStore"]
 
@@ -51,7 +54,13 @@ class SQLJobStore(SQLPlumbing):
         params = {"job_id": job_id, "new_due_at": epoch_seconds("due_at", due_at)}
         if names_no_job(job_id):
             return False
-        return self._changed(self._sql.reschedule, params) == 1
+        with self._connection() as conn:
+            try:
+                return int(conn.execute(self._sql.reschedule, params).rowcount) == 1
+            except sa.exc.IntegrityError as exc:
+                # only a failed unique job made scheduled again can break a rule: its key's
+                held = held_key_error(conn, self._sql.unique, job_id)  # holder is another job
+                raise (held or self._translate(exc)) from exc
 
     def count_by_state(self) -> dict[JobState, int]:
         counts = dict.fromkeys(JobState, 0)

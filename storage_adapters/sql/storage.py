@@ -3,9 +3,9 @@
 One module per contract family, each a class on the plumbing of ``sql/plumbing.py``
 (connections, transactions in autocommit mode, driver errors as the contract's errors):
 ``sql/jobs.py``, ``sql/release.py``, ``sql/locks.py``, ``sql/recurring.py``,
-``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py``, ``sql/outcomes.py`` and
-``sql/pauses.py``. This module holds what makes them one storage: set-up and migrations, the
-shard count, the clock, closing and dropping.
+``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py``, ``sql/outcomes.py``,
+``sql/pauses.py`` and ``sql/unique.py``. This module holds what makes them one storage:
+set-up and migrations, the shard count, the clock, closing and dropping.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from storage_adapters.sql.recurring import SQLRecurringStore
 from storage_adapters.sql.release import SQLReleaseStore
 from storage_adapters.sql.retention import SQLRetentionStore
 from storage_adapters.sql.tables import META_SINCE, migrate
+from storage_adapters.sql.unique import SQLUniqueJobStore
 
 __all__ = ["ADD_JOBS_PAGE_SIZE", "SQLStorage"]
 
@@ -38,6 +39,7 @@ class SQLStorage(
     SQLBrowseStore,
     SQLOutcomeStore,
     SQLPauseStore,
+    SQLUniqueJobStore,
 ):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 

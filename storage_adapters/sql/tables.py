@@ -4,7 +4,7 @@ Two views of the schema live here on purpose. ``build_tables`` describes the *la
 building statements. ``MIGRATIONS`` is the history: each step is frozen DDL that is never edited
 once released, so a database created by any earlier version upgrades by replaying the steps it
 has not seen, recorded one row per step in ``{prefix}_schema_version``. A test checks that the
-migrated database and ``build_tables`` agree.
+migrated database and ``build_tables`` agree. The later steps' DDL is in ``sql/migrations_late.py``.
 
 Only the due-time indexes differ between the dialects. PostgreSQL gets partial indexes holding just
 the scheduled jobs and the enabled recurring jobs that have a next run, which stay small however
@@ -28,8 +28,15 @@ from storage_adapters.checks.instances import (
     MAX_VERSION_LENGTH,
 )
 from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH
+from storage_adapters.checks.unique import MAX_UNIQUE_KEY_LENGTH
 from storage_adapters.errors import StorageError
 from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
+from storage_adapters.sql.migrations_late import (
+    MAX_QUEUE_NAME_LENGTH,
+    STATE_LENGTH,
+    v10_pauses,
+    v11_unique,
+)
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 
@@ -37,9 +44,6 @@ MAX_LOCK_NAME_LENGTH = 100
 MAX_META_NAME_LENGTH = 100
 #: The schema version that added the ``meta`` table (the recorded shard count).
 META_SINCE = 7
-STATE_LENGTH = 16
-#: A job's queue and a pause's name are as long as a task name may be (``checks/pauses.py``).
-MAX_QUEUE_NAME_LENGTH = MAX_TASK_NAME_LENGTH
 #: The longest worker host name an outcome keeps (``checks/outcomes.py`` refuses longer).
 MAX_WORKER_LENGTH = 255
 
@@ -83,6 +87,8 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("envelope", sa.Text, nullable=True),
         # the queue the job will be sent to, when the client knew it: a paused queue holds it
         sa.Column("queue", sa.String(MAX_QUEUE_NAME_LENGTH), nullable=True),
+        # at most one scheduled, held or claimed job per task and key (sql/unique.py)
+        sa.Column("unique_key", sa.String(MAX_UNIQUE_KEY_LENGTH), nullable=True),
     )
     locks = sa.Table(
         f"{prefix}_locks",
@@ -348,30 +354,6 @@ def _v9_outcomes(p: str, dialect: str) -> list[str]:
     ]
 
 
-def _v10_pauses(p: str, dialect: str) -> list[str]:
-    # Pauses of a queue or a task (sql/pauses.py): a job remembers its queue, and the jobs a pause
-    # holds are in state 'held'. Resuming reads them by (due_at, id): on PostgreSQL a partial
-    # index of their own, which stays as small as they are few and keeps them out of the due
-    # index; SQLite's due index is (state, due_at, id) over every state already.
-    held = (
-        [f"CREATE INDEX IF NOT EXISTS {p}_jobs_held ON {p}_jobs (due_at, id) WHERE state = 'held'"]
-        if dialect == "postgresql"
-        else []
-    )
-    return [
-        f"ALTER TABLE {p}_jobs ADD COLUMN queue varchar({MAX_QUEUE_NAME_LENGTH})",
-        f"""CREATE TABLE IF NOT EXISTS {p}_pauses (
-            kind varchar({STATE_LENGTH}) NOT NULL,
-            name varchar({MAX_QUEUE_NAME_LENGTH}) NOT NULL,
-            note text NOT NULL,
-            paused_by varchar({MAX_PAUSED_BY_LENGTH}) NOT NULL,
-            paused_at double precision NOT NULL,
-            PRIMARY KEY (kind, name)
-        )""",
-        *held,
-    ]
-
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "jobs and locks tables with due-time and claim-lease indexes", _v1_initial),
     Migration(2, "recurring jobs table with a next-run index", _v2_recurring),
@@ -382,7 +364,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(META_SINCE, "a table of facts about the store (its shard count)", _v7_meta),
     Migration(8, "an index on (due_at, id) of failed jobs, for listing them", _v8_failed),
     Migration(9, "execution outcomes of released jobs, and their counts per task", _v9_outcomes),
-    Migration(10, "pauses of queues and tasks, and each job's queue", _v10_pauses),
+    Migration(10, "pauses of queues and tasks, and each job's queue", v10_pauses),
+    Migration(11, "unique keys of jobs, one per task while a job waits", v11_unique),
 )
 
 

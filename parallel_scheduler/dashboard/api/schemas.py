@@ -105,6 +105,11 @@ SCHEMAS: dict[str, Any] = {
             "description": "the queue it is sent to, as stored; a pause of it holds the job "
             "(null: not known when stored)",
         },
+        unique_key={
+            **_MAYBE_TEXT,
+            "description": "the key it holds for its task, one scheduled job per key "
+            "(null: not a unique job)",
+        },
         attempts={"type": ["integer", "string"]},
         created_at=_MAYBE_INSTANT,
         updated_at=_MAYBE_INSTANT,

@@ -9,7 +9,7 @@
 --       9 id prefix ('' any), 10 task prefix ('' any), 11 text the last error contains ('' any)
 -- Returns {more, last_due, last_id, rows...}: more is 1 when the budget ran out first (then the
 -- last member examined is the next step's after), each row {id, task, payload, due_at, state,
--- attempts, created_at, updated_at, last_error, queue}.
+-- attempts, created_at, updated_at, last_error, queue, unique_key}.
 
 -- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)
 local function bytes_after(a, b)
@@ -68,7 +68,7 @@ if ARGV[4] ~= '' then
 end
 
 local fields = {'task', 'payload', 'due_at', 'state', 'attempts', 'created_at', 'updated_at',
-  'last_error', 'queue'}
+  'last_error', 'queue', 'unique_key'}
 local rows, examined, last_due, last_id = {}, 0, '', ''
 local more = 1
 while true do

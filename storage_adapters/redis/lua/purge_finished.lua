@@ -21,6 +21,7 @@ local function forget_outcomes(id)
   end
   redis.call('DEL', key)
 end
+local unique_key = base .. 'unique'  -- '<task>\n<key>' -> holder id (add_unique.lua)
 local left = tonumber(ARGV[3])
 local deleted = 0
 for g = 0, (#KEYS - 3) / 2 - 1 do
@@ -35,7 +36,14 @@ for g = 0, (#KEYS - 3) / 2 - 1 do
     local key = ARGV[1] .. id
     -- A finished job never leaves its state, so the index names it rightly; were a hash to say
     -- otherwise (written by hand), it is only dropped from this index, never deleted.
-    if redis.call('HGET', key, 'state') == state then
+    local job = redis.call('HMGET', key, 'state', 'task', 'unique_key')
+    if job[1] == state then
+      if job[3] then  -- free the key's field if it still names this job (no stale fields pile up)
+        local field = job[2] .. '\n' .. job[3]
+        if redis.call('HGET', unique_key, field) == id then
+          redis.call('HDEL', unique_key, field)
+        end
+      end
       redis.call('DEL', key)
       forget_outcomes(id)
       gone[#gone + 1] = id

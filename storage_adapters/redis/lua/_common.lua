@@ -125,3 +125,32 @@ local function recurring_rows(rec_prefix, ids)
   return hash_rows(rec_prefix, ids, {'task', 'payload', 'schedule', 'enabled', 'next_run_at',
     'last_run_at', 'history', 'version', 'created_at', 'updated_at'})
 end
+
+-- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
+end
+
+-- The rank in sorted set key of the first member after (score, member), whether or not that
+-- member is still there: a binary search over the ranks holding that score. A keyset cursor
+-- for walks that other clients change between their scripts (browsing pages, pause sweeps).
+local function rank_after(key, score, member)
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = lo + redis.call('ZCOUNT', key, score, score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytes_after(redis.call('ZRANGE', key, mid, mid)[1], member) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  return lo
+end
+

@@ -11,17 +11,6 @@
 -- last member examined is the next step's after), each row {id, task, payload, due_at, state,
 -- attempts, created_at, updated_at, last_error, queue, unique_key}.
 
--- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)
-local function bytes_after(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x > y
-    end
-  end
-  return #a > #b
-end
-
 local index, prefix = KEYS[1], ARGV[1]
 local max_due = ARGV[3] ~= '' and tonumber(ARGV[3]) or nil
 local task, limit, budget = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -52,19 +41,8 @@ if ARGV[2] ~= '' then
   start = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[2])
 end
 if ARGV[4] ~= '' then
-  -- the first rank after the tie group's members up to after_id (the after job itself may be
-  -- gone): binary search over the ranks holding score after_due
-  local lo = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[4])
-  local hi = lo + redis.call('ZCOUNT', index, ARGV[4], ARGV[4])
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if bytes_after(redis.call('ZRANGE', index, mid, mid)[1], ARGV[5]) then
-      hi = mid
-    else
-      lo = mid + 1
-    end
-  end
-  start = math.max(start, lo)
+  -- the first rank after the tie group's members up to after_id (the after job may be gone)
+  start = math.max(start, rank_after(index, ARGV[4], ARGV[5]))
 end
 
 local fields = {'task', 'payload', 'due_at', 'state', 'attempts', 'created_at', 'updated_at',

@@ -12,17 +12,6 @@
 --       4 after member, 5 chunk
 -- Returns {examined, moved, last score, last member} (examined < chunk: the set is done).
 
--- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)
-local function bytes_after(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x > y
-    end
-  end
-  return #a > #b
-end
-
 local source, target = KEYS[1], KEYS[2]
 local hold = ARGV[2] == 'hold'
 local paused = pauses_in_force(KEYS[3])
@@ -31,18 +20,7 @@ if hold and not paused then
 end
 local start = 0
 if ARGV[3] ~= '' then
-  -- the first rank after (score, member): binary search over the ranks holding that score
-  local lo = redis.call('ZCOUNT', source, '-inf', '(' .. ARGV[3])
-  local hi = lo + redis.call('ZCOUNT', source, ARGV[3], ARGV[3])
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if bytes_after(redis.call('ZRANGE', source, mid, mid)[1], ARGV[4]) then
-      hi = mid
-    else
-      lo = mid + 1
-    end
-  end
-  start = lo
+  start = rank_after(source, ARGV[3], ARGV[4])  -- the first member after (score, member)
 end
 local batch = redis.call('ZRANGE', source, start, start + tonumber(ARGV[5]) - 1, 'WITHSCORES')
 if #batch == 0 then

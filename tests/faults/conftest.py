@@ -29,7 +29,7 @@ from devtools.servers import (
     new_workdir,
 )
 from devtools.waiting import wait_until
-from storage_adapters import Storage
+from storage_adapters import JobState, Storage
 from tests.conftest import IN_CI, made_by, unique_prefix
 from tests.faults.harness import SchedulerProcess, add_jobs
 
@@ -170,9 +170,15 @@ class Pair(NamedTuple):
         """The lock holder, once the pair has dispatched ``dispatched`` jobs: the moment a fault
         lands in the middle of a release."""
         wait_until(lambda: len(read_dispatches(self.records)) >= dispatched, timeout=60)
-        holder = wait_until(lambda: lock_holder_process(storage, self.processes), timeout=10)
-        assert holder is not None
-        return holder
+
+        def holder_mid_release() -> SchedulerProcess | None:
+            # Both read together: a holder seen once the release is over would strike nothing.
+            holder = lock_holder_process(storage, self.processes)
+            if holder is None or storage.count_by_state()[JobState.SCHEDULED] == 0:
+                return None
+            return self.first if holder is self.first else self.second
+
+        return wait_until(holder_mid_release, timeout=10)
 
 
 @pytest.fixture

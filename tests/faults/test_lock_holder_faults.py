@@ -23,9 +23,11 @@ from tests.faults.harness import SchedulerProcess, Tally, enqueued
 pytestmark = [pytest.mark.slow, pytest.mark.postgresql, pytest.mark.redis]
 
 LOCK = "delayed-scheduler"
-# 4,000 jobs at ~1 ms per hand-off keep a pass busy for a few seconds: long enough to land a
-# fault in the middle of it, short enough for the suite's time budget.
+# 4,000 jobs at ~2 ms per hand-off over 4 threads keep the pair busy for about two seconds:
+# long enough to land a fault in the middle of it on a loaded machine, short enough for the
+# suite's time budget.
 JOBS = 4_000
+HAND_OFF = 0.002
 LEASE = 2.0
 POLL = 0.1
 PARALLELISM = 4
@@ -45,7 +47,7 @@ def test_sigkill_of_the_lock_holder_mid_batch(holder_fault: HolderFault) -> None
     storage, prefix, ids = holder_fault.due_jobs(server.url, "kill", JOBS)
     settings = {
         "release_mode": release_mode, "batch_size": BATCH, "parallelism": PARALLELISM,
-        "poll_interval": POLL, "lock_lease": LEASE, "dispatch_delay": 0.001,
+        "poll_interval": POLL, "lock_lease": LEASE, "dispatch_delay": HAND_OFF,
     }  # fmt: skip
     # Given two scheduler processes over the same due jobs
     pair = holder_fault.spawn_pair(server.url, prefix, settings)

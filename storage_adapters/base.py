@@ -31,7 +31,8 @@ processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``Brow
 (filtered keyset pages and finish counts, for the dashboard, ``Client.list`` and the
 command line, through ``paging.py``), and ``OutcomeStore`` (what Celery workers did with each
 released job, written in batches by the workers' plugin; purged with the jobs),
-``PauseStore`` (pauses of a queue or task, whose jobs are held back from release), and
+``PauseStore`` (pauses of a queue or task, whose jobs are held back from release),
+``RateLimitStore`` (release budgets of a queue or task, shared by every scheduler), and
 ``UniqueJobStore`` (one job per task and unique key waiting to be released). The core's
 signatures name the families they use.
 
@@ -54,6 +55,7 @@ from storage_adapters.contract.admin import InstanceStore, StorageAdmin
 from storage_adapters.contract.jobs import BrowseStore, JobStore, RetentionStore
 from storage_adapters.contract.outcomes import OutcomeStore
 from storage_adapters.contract.pauses import PauseStore
+from storage_adapters.contract.rate_limits import RateLimitStore
 from storage_adapters.contract.recurring import RecurringStore
 from storage_adapters.contract.release import LockStore, ReleaseStore
 from storage_adapters.contract.unique import UniqueJobStore
@@ -68,6 +70,7 @@ __all__ = [
     "LockStore",
     "OutcomeStore",
     "PauseStore",
+    "RateLimitStore",
     "RecurringStore",
     "ReleaseStore",
     "RetentionStore",
@@ -90,6 +93,7 @@ class Storage(
     BrowseStore,
     OutcomeStore,
     PauseStore,
+    RateLimitStore,
     UniqueJobStore,
     Protocol,
 ):

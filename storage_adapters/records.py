@@ -31,7 +31,9 @@ __all__ = [
     "OutcomeState",
     "PauseKind",
     "PauseRecord",
+    "RateLimitRecord",
     "RecurringRecord",
+    "Reservation",
     "SaveMode",
     "UniqueAdd",
     "UniqueConflict",
@@ -153,6 +155,11 @@ class ClaimedJob(_JobFields):
     attempts: int
     token: int
     envelope: str | None = None
+    #: The queue it was stored with (``NewJob.queue``), for the rate limits of queues.
+    queue: str | None = None
+    #: The rate-limit slot it was last given back for (``RateLimitStore.defer``), if any: while
+    #: that is still its due time, the slot is its own and it is sent without another.
+    slot_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +362,8 @@ def validate_job_id(job_id: str) -> str:
 
 
 class PauseKind(str, enum.Enum):
-    """What a pause names: a queue (the jobs stored with that ``queue``) or a task name."""
+    """What a pause or a rate limit names: a queue (the jobs stored with that ``queue``) or a
+    task name."""
 
     QUEUE = "queue"
     TASK = "task"
@@ -370,6 +378,32 @@ class PauseRecord:
     note: str
     paused_by: str
     paused_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitRecord:
+    """One rate limit in force (``RateLimitStore``): at most ``count`` releases of the jobs of
+    queue or task ``name`` per ``period`` seconds, ``burst`` of them at once after a quiet spell;
+    who set it and when (storage clock). ``free_at`` is when the next job of it may go
+    (``None``: now): later than now while released jobs wait for it."""
+
+    kind: PauseKind
+    name: str
+    count: int
+    period: float
+    burst: int
+    set_by: str
+    set_at: float
+    free_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What ``reserve_release_slots`` answered: the storage clock when it was made, and for each
+    job asked for, in order, the instant it may be released (``<= now``: at once)."""
+
+    now: float
+    slots: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,10 @@ Redis slot): ``pause`` and ``resume`` go to every shard, shard 0 first, and ``li
 the copies, so a pause one shard missed (a call that failed part-way; repeating it completes it)
 still shows.
 
+Rate limits are one budget for the whole store, so they live in shard 0 alone, and every
+reservation is made there (``sharded/rate_limits.py``); deferred claims are settled on their own
+shards.
+
 A unique job (``add_unique_job``) goes to the shard of its ``(task, unique_key)``
 (``sharding.unique_shard``), where the key and the job change in one step; its id must fall in
 that shard too (``sharding.unique_job_id`` makes one), so that routing by id finds it.
@@ -74,6 +78,7 @@ from storage_adapters.records import (
     UniqueConflict,
 )
 from storage_adapters.sharded.locks import ShardedLockStore
+from storage_adapters.sharded.rate_limits import ShardedRateLimitStore
 from storage_adapters.sharded.release import ShardedReleaseStore
 from storage_adapters.sharded.shard_set import merged
 from storage_adapters.sharding import (
@@ -86,7 +91,7 @@ from storage_adapters.sharding import (
 __all__ = ["ShardedStorage"]
 
 
-class ShardedStorage(ShardedReleaseStore, ShardedLockStore):
+class ShardedStorage(ShardedReleaseStore, ShardedLockStore, ShardedRateLimitStore):
     """The ``Storage`` contract over ``shards`` (shard 0 first), each a complete store."""
 
     def __repr__(self) -> str:

@@ -72,6 +72,9 @@ class ChunkSettlement(Protocol):
     def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
         """These claims cannot be sent at all: set aside as ``FAILED``, with ``reason``."""
 
+    def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> None:
+        """These claims wait for their rate limit: as ``RateLimitStore.defer``."""
+
 
 @runtime_checkable
 class TransactionalReleaseStorage(Protocol):

@@ -41,6 +41,7 @@ _READING_SCRIPTS = frozenset(
         "finished_counts",
         "outcome_rows",
         "outcomes_page",
+        "list_rate_limits",
     }
 )
 

@@ -230,7 +230,7 @@ class RedisRecurringStore(RedisPlumbing):
                 continue
             results.append([flag != "0" for flag in reply])
             pushed += (
-                ClaimedJob(job.id, job.task, "", job.due_at, 1, lock.token)
+                ClaimedJob(job.id, job.task, "", job.due_at, 1, lock.token, queue=job.queue or None)
                 for job, flag in zip(item.firing.jobs, reply, strict=True)
                 if flag == "2"
             )

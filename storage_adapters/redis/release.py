@@ -13,11 +13,13 @@ from storage_adapters.redis.plumbing import RedisPlumbing
 
 __all__ = ["RedisReleaseStore"]
 
-_CLAIM_WIDTH = 6  # id, task, payload, due_at, attempts, envelope per claimed job in a reply
+#: id, task, payload, due_at, attempts, envelope, queue, slot_at per claimed job in a reply
+_CLAIM_WIDTH = 8
 
 
 def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
-    """Claimed jobs from a script's flat reply of ``_CLAIM_WIDTH`` fields per job."""
+    """Claimed jobs from a script's flat reply of ``_CLAIM_WIDTH`` fields per job ('' for no
+    envelope, queue or slot_at)."""
     return [
         ClaimedJob(
             id=flat[i],
@@ -27,6 +29,8 @@ def _claims(flat: Sequence[Any], token: int) -> list[ClaimedJob]:
             attempts=int(flat[i + 4]),
             token=token,
             envelope=flat[i + 5] or None,
+            queue=flat[i + 6] or None,
+            slot_at=float(flat[i + 7]) if flat[i + 7] else None,
         )
         for i in range(0, len(flat), _CLAIM_WIDTH)
     ]

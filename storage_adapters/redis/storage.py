@@ -10,7 +10,8 @@ by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease 
 ``finished:<state>`` (finished ids by finish time, for retention: ``redis/retention.py``),
 ``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``),
 ``pauses`` (the pauses in force; their held jobs are ``state:held``: ``redis/pauses.py``),
-``unique`` (which job holds each task's unique key: ``redis/unique.py``).
+``unique`` (which job holds each task's unique key: ``redis/unique.py``), ``limits`` (the rate
+limits in force and their reserved slots: ``redis/rate_limits.py``).
 Browsing pages through these indexes (``redis/browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis/recurring.py``, accepting
 and managing jobs in ``redis/jobs.py``, the release hand-off in ``redis/release.py``, the lock in
@@ -37,6 +38,7 @@ from storage_adapters.redis.link import RedisLink, parse_target
 from storage_adapters.redis.locks import RedisLockStore
 from storage_adapters.redis.outcomes import OUTCOME_SCRIPTS, RedisOutcomeStore
 from storage_adapters.redis.pauses import PAUSE_SCRIPTS, RedisPauseStore
+from storage_adapters.redis.rate_limits import RATE_LIMIT_SCRIPTS, RedisRateLimitStore
 from storage_adapters.redis.recurring import RECURRING_SCRIPTS, RedisRecurringStore
 from storage_adapters.redis.release import RedisReleaseStore
 from storage_adapters.redis.retention import RETENTION_SCRIPTS, RedisRetentionStore
@@ -76,6 +78,7 @@ _SCRIPTS = (
     *OUTCOME_SCRIPTS,
     *PAUSE_SCRIPTS,
     *UNIQUE_SCRIPTS,
+    *RATE_LIMIT_SCRIPTS,
 )
 
 
@@ -98,6 +101,7 @@ class RedisStorage(
     RedisOutcomeStore,
     RedisPauseStore,
     RedisUniqueJobStore,
+    RedisRateLimitStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).

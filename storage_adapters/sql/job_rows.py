@@ -36,7 +36,7 @@ def claimed_job(row: Sequence[Any], token: int) -> ClaimedJob:
     """A row the claim statements returned, held under the fencing ``token``: a ``Row`` or the
     driver's plain tuple (``SQLPlumbing._driver_rows``), read by position, in the order of
     ``Statements.claim_columns``."""
-    job_id, task, payload, due_at, attempts, envelope = row
+    job_id, task, payload, due_at, attempts, envelope, queue, slot_at = row
     return ClaimedJob(
         id=job_id,
         task=task,
@@ -45,4 +45,6 @@ def claimed_job(row: Sequence[Any], token: int) -> ClaimedJob:
         attempts=int(attempts),
         token=token,
         envelope=envelope,
+        queue=queue,
+        slot_at=None if slot_at is None else float(slot_at),
     )

@@ -45,6 +45,8 @@ class JobStatements:
             jobs.c.due_at,
             jobs.c.attempts,
             jobs.c.envelope,
+            jobs.c.queue,
+            jobs.c.slot_at,
         )
         self.add_jobs = self._add_jobs(dialect)
         self.add_job = self._add_job(dialect)

@@ -12,7 +12,13 @@ from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH
 from storage_adapters.checks.unique import MAX_UNIQUE_KEY_LENGTH
 from storage_adapters.records import MAX_TASK_NAME_LENGTH
 
-__all__ = ["MAX_QUEUE_NAME_LENGTH", "STATE_LENGTH", "v10_pauses", "v11_unique"]
+__all__ = [
+    "MAX_QUEUE_NAME_LENGTH",
+    "STATE_LENGTH",
+    "v10_pauses",
+    "v11_unique",
+    "v12_rate_limits",
+]
 
 STATE_LENGTH = 16
 #: A job's queue and a pause's name are as long as a task name may be (``checks/pauses.py``).
@@ -52,4 +58,26 @@ def v11_unique(p: str, dialect: str) -> list[str]:
         f"ALTER TABLE {p}_jobs ADD COLUMN unique_key varchar({MAX_UNIQUE_KEY_LENGTH})",
         f"CREATE UNIQUE INDEX IF NOT EXISTS {p}_jobs_unique ON {p}_jobs (task, unique_key) "
         "WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'held', 'claimed')",
+    ]
+
+
+def v12_rate_limits(p: str, dialect: str) -> list[str]:
+    # Rate limits of a queue or a task (sql/rate_limits.py): one row per limit, whose ``tat`` (the
+    # generic cell rate algorithm's theoretical arrival time, NULL until a slot is reserved) is
+    # the only state a reservation reads and writes, under the row's lock; a job given back due
+    # at its slot remembers it (``slot_at``). Same DDL on both dialects; times are epoch seconds,
+    # as in every other table.
+    return [
+        f"ALTER TABLE {p}_jobs ADD COLUMN slot_at double precision",
+        f"""CREATE TABLE IF NOT EXISTS {p}_rate_limits (
+            kind varchar({STATE_LENGTH}) NOT NULL,
+            name varchar({MAX_QUEUE_NAME_LENGTH}) NOT NULL,
+            count integer NOT NULL,
+            period double precision NOT NULL,
+            burst integer NOT NULL,
+            set_by varchar({MAX_PAUSED_BY_LENGTH}) NOT NULL,
+            set_at double precision NOT NULL,
+            tat double precision,
+            PRIMARY KEY (kind, name)
+        )""",
     ]

@@ -25,6 +25,7 @@ from storage_adapters.records import SaveMode
 from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.job_statements import JobStatements
 from storage_adapters.sql.pause_statements import PauseStatements
+from storage_adapters.sql.rate_limit_statements import RateLimitStatements
 from storage_adapters.sql.tables import Tables
 from storage_adapters.sql.unique_statements import UniqueStatements
 
@@ -44,8 +45,8 @@ INITIAL_RECURRING_VERSION = 1
 
 class Statements(JobStatements):
     """The Core statements of one prefix: the jobs' (``JobStatements``), the lock's and the
-    recurring jobs', the pauses' (``pauses``) and the unique jobs' (``unique``); bound parameter
-    names are the contract with callers."""
+    recurring jobs', the pauses' (``pauses``), the rate limits' (``rate_limits``) and the unique
+    jobs' (``unique``); bound parameter names are the contract with callers."""
 
     def __init__(self, tables: Tables, dialect: Dialect) -> None:
         super().__init__(tables, dialect)
@@ -53,6 +54,7 @@ class Statements(JobStatements):
         self._build_locks(dialect)
         self._build_recurring(dialect)
         self.pauses = PauseStatements(tables, dialect)
+        self.rate_limits = RateLimitStatements(tables, dialect)
         self.unique = UniqueStatements(tables, dialect, self._new_job_columns)
 
     # -- locks ------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ One module per contract family, each a class on the plumbing of ``sql/plumbing.p
 (connections, transactions in autocommit mode, driver errors as the contract's errors):
 ``sql/jobs.py``, ``sql/release.py``, ``sql/locks.py``, ``sql/recurring.py``,
 ``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py``, ``sql/outcomes.py``,
-``sql/pauses.py`` and ``sql/unique.py``. This module holds what makes them one storage:
-set-up and migrations, the shard count, the clock, closing and dropping.
+``sql/pauses.py``, ``sql/rate_limits.py`` and ``sql/unique.py``. This module holds what makes
+them one storage: set-up and migrations, the shard count, the clock, closing and dropping.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from storage_adapters.sql.locks import SQLLockStore
 from storage_adapters.sql.outcomes import SQLOutcomeStore
 from storage_adapters.sql.pauses import SQLPauseStore
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE
+from storage_adapters.sql.rate_limits import SQLRateLimitStore
 from storage_adapters.sql.recurring import SQLRecurringStore
 from storage_adapters.sql.release import SQLReleaseStore
 from storage_adapters.sql.retention import SQLRetentionStore
@@ -39,6 +40,7 @@ class SQLStorage(
     SQLBrowseStore,
     SQLOutcomeStore,
     SQLPauseStore,
+    SQLRateLimitStore,
     SQLUniqueJobStore,
 ):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
@@ -105,6 +107,7 @@ class SQLStorage(
                 tables.outcomes,
                 tables.outcome_counts,
                 tables.pauses,
+                tables.rate_limits,
             )
             for table in (*every, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))

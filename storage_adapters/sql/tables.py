@@ -36,7 +36,9 @@ from storage_adapters.sql.migrations_late import (
     STATE_LENGTH,
     v10_pauses,
     v11_unique,
+    v12_rate_limits,
 )
+from storage_adapters.sql.rate_limit_table import build_rate_limits
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 
@@ -61,6 +63,7 @@ class Tables:
     outcomes: sa.Table
     outcome_counts: sa.Table
     pauses: sa.Table
+    rate_limits: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -89,6 +92,8 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("queue", sa.String(MAX_QUEUE_NAME_LENGTH), nullable=True),
         # at most one scheduled, held or claimed job per task and key (sql/unique.py)
         sa.Column("unique_key", sa.String(MAX_UNIQUE_KEY_LENGTH), nullable=True),
+        # the rate-limit slot it was given back for (sql/rate_limits.py defer): see ClaimedJob
+        sa.Column("slot_at", sa.Double, nullable=True),
     )
     locks = sa.Table(
         f"{prefix}_locks",
@@ -177,6 +182,7 @@ def build_tables(prefix: str) -> Tables:
         outcomes=outcomes,
         outcome_counts=outcome_counts,
         pauses=pauses,
+        rate_limits=build_rate_limits(prefix, metadata),
     )
 
 
@@ -366,6 +372,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "execution outcomes of released jobs, and their counts per task", _v9_outcomes),
     Migration(10, "pauses of queues and tasks, and each job's queue", v10_pauses),
     Migration(11, "unique keys of jobs, one per task while a job waits", v11_unique),
+    Migration(12, "rate limits of queues and tasks, and their next slots", v12_rate_limits),
 )
 
 

@@ -30,6 +30,8 @@ from storage_adapters.records import ClaimedJob, JobState, LockLease
 from storage_adapters.sql.dialect import Dialect, state_is
 from storage_adapters.sql.job_rows import claimed_job
 from storage_adapters.sql.plumbing import SQLPlumbing
+from storage_adapters.sql.rate_limit_statements import bind_deferred, deferral
+from storage_adapters.sql.rate_limits import checked_deferral, deferral_pages
 from storage_adapters.sql.statements import Statements
 
 __all__ = ["SQLTransactionalReleaseStore", "TransactionalStatements"]
@@ -78,7 +80,7 @@ class TransactionalStatements:
             )
             .returning(
                 jobs.c.id, jobs.c.task, jobs.c.payload, jobs.c.due_at, jobs.c.attempts,
-                picked.c.envelope,
+                picked.c.envelope, jobs.c.queue, jobs.c.slot_at,
             )
         )  # fmt: skip
         claimed = (
@@ -99,6 +101,8 @@ class TransactionalStatements:
             due_at=now + sa.bindparam("delay", type_=sa.Double),
         )
         self.fail = settle.values(state=_state(JobState.FAILED), claim_token=None)
+        # waiting for a rate limit: given back as unclaim does, due at each job's own slot
+        self.defer = deferral(jobs, given_back, dialect, JobState.ENQUEUED, end_lease=False)
 
 
 #: Runs one of ``TransactionalStatements``' statements, by name, on the open transaction.
@@ -108,9 +112,9 @@ _Run = Callable[[str, Mapping[str, Any]], list[Any]]
 class _Settlement:
     """``ChunkSettlement`` on the open transaction: each call is one statement for its ids."""
 
-    def __init__(self, run: _Run, bind_ids: Callable[[Sequence[str]], object], token: int):
+    def __init__(self, run: _Run, dialect: Dialect, token: int):
         self._run = run
-        self._bind_ids = bind_ids
+        self._dialect = dialect
         self._token = token
 
     def expire(self, claims: Sequence[ClaimedJob], reason: str) -> None:
@@ -125,11 +129,18 @@ class _Settlement:
     def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
         self._settle("fail", claims, reason)
 
+    def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> None:
+        """One statement per page of the chunk's jobs (all under the chunk's token)."""
+        deferred = checked_deferral(claims, due_ats, note).get(self._token, {})
+        for ids, ats in deferral_pages(deferred):
+            params = bind_deferred(self._dialect, ids, ats)
+            self._run("defer", {**params, "held_token": self._token, "error": note})
+
     def _settle(
         self, which: str, claims: Sequence[ClaimedJob], reason: str, **extra: float
     ) -> None:
         if claims:
-            ids = self._bind_ids([claim.id for claim in claims])
+            ids = self._dialect.bind_ids([claim.id for claim in claims])
             self._run(which, {"ids": ids, "held_token": self._token, "error": reason, **extra})
 
 
@@ -146,7 +157,7 @@ class SQLTransactionalReleaseStore(SQLPlumbing):
         statements = self._transactional_statements()
         compiled = {
             name: self._prepared(getattr(statements, name))
-            for name in ("claim", "expire", "unclaim", "back_off", "fail")
+            for name in ("claim", "expire", "unclaim", "back_off", "fail", "defer")
         }
         with self._held_cursor("release_in_transaction") as cursor:
 
@@ -169,7 +180,7 @@ class SQLTransactionalReleaseStore(SQLPlumbing):
                 rows = run("claim", params)
                 claims = sorted((claimed_job(r, lock.token) for r in rows), key=_due_first)
                 if claims:
-                    send(claims, _Settlement(run, self._dialect.bind_ids, lock.token))
+                    send(claims, _Settlement(run, self._dialect, lock.token))
                 cursor.execute("COMMIT")
             except BaseException:
                 # the connection goes back to the pool as failed whether this works or not

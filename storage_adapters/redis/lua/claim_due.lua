@@ -1,7 +1,8 @@
 -- Claim up to ARGV[5] due jobs, earliest first, under one check of the lock lease.
 -- KEYS: 1 lock, 2 schedule, 3 claim leases, 4 claimed-state index, 5 pauses, 6 held set
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit
--- Returns the claimed jobs flattened: id, task, payload, due_at, attempts, envelope, id, ...
+-- Returns the claimed jobs flattened: id, task, payload, due_at, attempts, envelope, queue,
+-- slot_at, id, ... ('' for none of the last three).
 -- The hot path of the batch release: two calls per job (read, write its hash), and the three
 -- indexes updated once per slice of the batch rather than once per job. A due job a pause holds
 -- (its pause's sweep has not reached it yet) is moved to the held set instead of being claimed;
@@ -16,13 +17,9 @@ local ids = redis.call('ZRANGE', KEYS[2], '-inf', stamp, 'BYSCORE', 'LIMIT', 0, 
 local out, leases, claimed_index, held, held_dues = {}, {}, {}, {}, {}
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
-  local job
-  if paused then
-    job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'attempts', 'envelope',
-      'queue')
-  else
-    job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'attempts', 'envelope')
-  end
+  -- the claim carries queue and slot_at for the rate limits (two fields more, same call)
+  local job = redis.call('HMGET', key, 'task', 'payload', 'due_at', 'state', 'attempts',
+    'envelope', 'queue', 'slot_at')
   -- A job not 'scheduled' cannot be in the schedule while every write goes through these
   -- scripts; it is only dropped from the schedule (below), which heals such a state.
   if job[4] == 'scheduled' then
@@ -35,7 +32,8 @@ for _, id in ipairs(ids) do
         'lease_until', lease_until, 'updated_at', stamp)
       local n = #out
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, job[1], job[2], job[3]
-      out[n + 5], out[n + 6] = attempts, job[6] or ''
+      out[n + 5], out[n + 6], out[n + 7], out[n + 8] = attempts, job[6] or '', job[7] or '',
+        job[8] or ''
       add_member(leases, lease_until, id)
       add_member(claimed_index, job[3], id)
     end

@@ -13,7 +13,8 @@
 -- ARGV: 1 job key prefix, 2 lock owner, 3 lock token, 4 lease seconds, 5 limit,
 --       6 the broker's database number, 7 this storage's database number
 -- Returns {moved, rows...}: the first `moved` rows went to the broker, the rest are claims;
--- each row is id, task, payload, due_at, attempts, envelope ('' for the last two when moved).
+-- each row is id, task, payload, due_at, attempts, envelope, queue, slot_at ('' for payload and
+-- envelope when moved; '' for no envelope, queue or slot_at).
 local at = now()
 if not lock_is_current(KEYS[1], ARGV[2], ARGV[3], at) then
   return {0}
@@ -26,15 +27,12 @@ local ids = redis.call('ZRANGE', KEYS[2], '-inf', stamp, 'BYSCORE', 'LIMIT', 0, 
 -- Read everything first: no write happens before we know every push can succeed. Parallel
 -- arrays rather than a table per job: this loop is the whole cost of a release.
 local job_ids, tasks, dues, attempts, envelopes, lists_of = {}, {}, {}, {}, {}, {}
+local queues, slots = {}, {}
 local by_list, lists, held, held_dues = {}, {}, {}, {}
 for _, id in ipairs(ids) do
-  local job
-  if paused then
-    job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts', 'envelope',
-      'queue')
-  else
-    job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts', 'envelope')
-  end
+  -- a claim carries queue and slot_at for the rate limits (two fields more, same call)
+  local job = redis.call('HMGET', ARGV[1] .. id, 'state', 'task', 'due_at', 'attempts',
+    'envelope', 'queue', 'slot_at')
   -- A job not 'scheduled' cannot be in the schedule while every write goes through these
   -- scripts; it is only dropped from the schedule (below), which heals such a state.
   if job[1] == 'scheduled' and paused and is_held(paused, job[2], job[6]) then
@@ -43,6 +41,7 @@ for _, id in ipairs(ids) do
   elseif job[1] == 'scheduled' then
     local n = #job_ids + 1
     job_ids[n], tasks[n], dues[n], attempts[n] = id, job[2], job[3], tonumber(job[4] or '0') + 1
+    queues[n], slots[n] = job[6] or '', job[7] or ''
     local envelope = job[5]
     local cut = envelope and string.find(envelope, '\n', 1, true)
     if cut then
@@ -98,7 +97,8 @@ for n = 1, #job_ids do
       'claim_token', ARGV[3], 'updated_at', stamp, 'envelope', '')
     local m = #moved
     moved[m + 1], moved[m + 2], moved[m + 3] = id, tasks[n], ''
-    moved[m + 4], moved[m + 5], moved[m + 6] = dues[n], attempts[n], ''
+    moved[m + 4], moved[m + 5], moved[m + 6], moved[m + 7] = dues[n], attempts[n], '', queues[n]
+    moved[m + 8] = slots[n]
     add_member(enqueued_index, dues[n], id)
     add_member(finished_index, stamp, id)
   else
@@ -108,6 +108,7 @@ for n = 1, #job_ids do
     claimed[m + 1], claimed[m + 2] = id, tasks[n]
     claimed[m + 3] = redis.call('HGET', key, 'payload')
     claimed[m + 4], claimed[m + 5], claimed[m + 6] = dues[n], attempts[n], envelopes[n] or ''
+    claimed[m + 7], claimed[m + 8] = queues[n], slots[n]
     add_member(leases, lease_until, id)
     add_member(claimed_index, dues[n], id)
   end
@@ -121,7 +122,7 @@ if #held > 0 then
   hold_found(KEYS[8], ARGV[1], held, held_dues, stamp)
 end
 
-local out = {#moved / 6}
+local out = {#moved / 8}
 for _, rows in ipairs({moved, claimed}) do
   for i = 1, #rows do
     out[#out + 1] = rows[i]

@@ -1,5 +1,5 @@
 """The client API: schedule, cancel, reschedule, get and list durable delayed jobs; pause and
-resume a queue or a task.
+resume a queue or a task; rate-limit one (``rate_limits.RateLimiting``).
 
 Scheduling writes to storage and nothing else, so it works while no scheduler process runs; the
 job waits durably until one does. A job id is an idempotency key: scheduling an id that exists
@@ -23,6 +23,7 @@ from parallel_scheduler.opening_storage import open_storage
 from parallel_scheduler.pausing import pauser
 from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.ranges import check_page
+from parallel_scheduler.rate_limits import RateLimiting
 from parallel_scheduler.recurring.jobs import RecurringJobs
 from parallel_scheduler.settings import Settings
 from parallel_scheduler.unique_jobs import store_jobs
@@ -54,10 +55,11 @@ class ScheduleResult:
     replaced: bool = False
 
 
-class Client:
+class Client(RateLimiting):
     """Schedule, cancel, reschedule, read and list durable delayed jobs, manage recurring jobs
-    (``client.recurring``) and pause queues and tasks (``pause``, ``resume``, ``pauses``),
-    without a Celery worker or a scheduler process running.
+    (``client.recurring``), pause queues and tasks (``pause``, ``resume``, ``pauses``) and
+    rate-limit them (``limit_queue``, ``limit_task``, ``unlimit_queue``, ``unlimit_task``,
+    ``rate_limits``), without a Celery worker or a scheduler process running.
 
     Every call writes to or reads from storage only; a scheduler process (``parallel-scheduler
     run``, or the Celery plugin in a worker) releases due jobs to the broker. Calls retry while

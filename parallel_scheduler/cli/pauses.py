@@ -1,21 +1,26 @@
 """``queue pause|resume|list`` and ``task pause|resume|list``: stop releasing the jobs of a queue
 or a task, and start again (``Client.pause``/``resume``; every scheduler process obeys, since the
-pause is kept in storage).
+pause is kept in storage); ``limit`` and ``unlimit`` (rate limits) are in ``limits``.
 
 A pause is checked before the store is opened (``checks/pauses.py``, the same words as every
-other entry point), so a bad one is refused with exit status 2 and writes nothing. ``list
---json`` gives the shape of ``GET /api/v1/pauses`` (``pausing.pause_view``), for one kind.
+other entry point), so a bad one is refused with exit status 2 and writes nothing. ``list`` shows
+the pauses, then the rate limits, of one kind; ``list --json`` gives ``{"pauses": [...],
+"limits": [...]}``, the answers of ``GET /api/v1/pauses`` and ``GET /api/v1/limits``
+(``pausing.pause_view``, ``rate_limits.limit_view``) for one kind.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from parallel_scheduler.cli import limits
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.render import print_listing
 from parallel_scheduler.pausing import pause_view, paused_text, pauser, resumed_text
+from parallel_scheduler.rate_limits import limit_view
 from storage_adapters import PauseKind
 from storage_adapters.checks.pauses import check_pause, check_pause_name
 from storage_adapters.errors import one_line
@@ -25,7 +30,7 @@ __all__ = ["add_commands", "print_pauses"]
 
 def add_commands(commands: Any) -> None:
     for kind, what in ((PauseKind.QUEUE, "the jobs sent to a queue"), (PauseKind.TASK, "a task")):
-        group = commands.add_parser(kind.value, help=f"pause or resume {what}")
+        group = commands.add_parser(kind.value, help=f"pause, resume or rate-limit {what}")
         actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
         pause = actions.add_parser(
             "pause", help=f"hold {what} (their due times kept) until resumed"
@@ -37,7 +42,10 @@ def add_commands(commands: Any) -> None:
         resume = actions.add_parser("resume", help="release the held jobs again, in due order")
         resume.add_argument("name", metavar="NAME")
         resume.set_defaults(handler=cmd_resume, kind=kind)
-        listing = actions.add_parser("list", help=f"the {kind.value} pauses in force")
+        limits.add_actions(actions, kind, what)
+        listing = actions.add_parser(
+            "list", help=f"the {kind.value} pauses and rate limits in force"
+        )
         listing.add_argument("--json", action="store_true")
         listing.set_defaults(handler=cmd_list, kind=kind)
 
@@ -62,13 +70,18 @@ def cmd_resume(ns: argparse.Namespace) -> int:
 def cmd_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         views = [pause_view(pause) for pause in client.pauses() if pause.kind is ns.kind]
+        limited = [limit_view(limit) for limit in client.rate_limits() if limit.kind is ns.kind]
+    if ns.json:
+        print(json.dumps({"pauses": views, "limits": limited}, indent=2))
+        return 0
     columns: dict[str, str | Callable[[dict[str, Any]], object]] = {
         ns.kind.value: "name",
         "note": lambda view: one_line(view["note"]),
         "paused by": lambda view: one_line(view["paused_by"]),
         "since": "paused_at",
     }
-    print_listing(views, columns, as_json=ns.json)
+    print_listing(views, columns, as_json=False)
+    limits.print_limits(ns.kind, limited)
     return 0
 
 

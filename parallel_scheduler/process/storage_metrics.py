@@ -8,7 +8,8 @@ process, served by a process that is not a scheduler (the dashboard's ``/metrics
   (the figures every scheduler process serves too);
 * ``FleetCollector``: the scheduler instances (``schedulers{state}``, each instance's heartbeat
   age, and each live instance's seconds since its last pass of each kind), the due jobs per
-  queue, the pauses in force (``pause_start_time_seconds{kind,name,paused_by,note}``), and the
+  queue, the pauses in force (``pause_start_time_seconds{kind,name,paused_by,note}``), the rate
+  limits in force (``rate_limit_per_second{kind,name}``), and the
   health judgement of ``process/health.py`` (``healthy``, ``health_problems{kind}``);
 * ``metrics.add_process_metrics``: the serving process's own CPU and memory, and
   ``build_info{version}``.
@@ -52,7 +53,7 @@ from parallel_scheduler.process.metrics import (
 from parallel_scheduler.process.scheduler_views import KINDS, last_pass_at
 from parallel_scheduler.process.status_report import health_facts
 from parallel_scheduler.queues import record_queue
-from storage_adapters import JobQuery, JobRecord, JobState, PauseRecord
+from storage_adapters import JobQuery, JobRecord, JobState, PauseRecord, RateLimitRecord
 
 __all__ = ["NO_QUEUE", "QUEUE_SAMPLE", "FleetCollector", "storage_registry"]
 
@@ -75,6 +76,7 @@ class _Fleet:
     by_queue: Counter[str]
     read: int
     pauses: list[PauseRecord]
+    limits: list[RateLimitRecord]
     at: float  # this host's clock, for the ages of passes (stamped with their host's clock)
 
 
@@ -110,6 +112,7 @@ class FleetCollector(Collector):
         yield from _instances(fleet)
         yield from _queues(fleet)
         yield _pauses(fleet)
+        yield _limits(fleet)
         yield from _health(fleet)
 
     def _read(self) -> _Fleet | None:
@@ -125,13 +128,16 @@ class FleetCollector(Collector):
                     give_up_after=client.retry_for,
                 )
                 pauses = client.pauses()
+                limits = client.rate_limits()
             except Exception as exc:  # a scrape must answer: storage_up says storage is down
                 logger.warning("metrics: reading the scheduler instances failed: %s", exc)
                 self._fleet = None
             else:
                 problems = health_problems(facts, max_lag=self._max_lag, settings=client.settings)
                 by_queue = Counter(queue_of(row) for row in rows)
-                self._fleet = _Fleet(facts, problems, by_queue, len(rows), pauses, self._clock())
+                self._fleet = _Fleet(
+                    facts, problems, by_queue, len(rows), pauses, limits, self._clock()
+                )
             self._read_at = time.monotonic()
             return self._fleet
 
@@ -199,6 +205,18 @@ def _pauses(fleet: _Fleet) -> GaugeMetricFamily:
             [pause.kind.value, pause.name, pause.paused_by, pause.note], pause.paused_at
         )
     return pauses
+
+
+def _limits(fleet: _Fleet) -> GaugeMetricFamily:
+    limits = GaugeMetricFamily(
+        PREFIX + "rate_limit_per_second",
+        "Rate limits in force (one budget every scheduler spends from as it releases jobs): "
+        "releases per second each allows (count / period), labelled kind (queue or task) and name",
+        labels=["kind", "name"],
+    )
+    for limit in fleet.limits:
+        limits.add_metric([limit.kind.value, limit.name], limit.count / limit.period)
+    return limits
 
 
 def _health(fleet: _Fleet) -> Iterable[GaugeMetricFamily]:

@@ -43,6 +43,7 @@ def _long_rows(client: Client) -> None:
     )
     client.recurring.save(LONG_RECURRING, LONG_TASK, "*/5 * * * *", timezone="Asia/Kolkata")
     client.pause_task("paused." + LONG_TASK, note=LONG_ERROR, by="w" * 70)  # holds none of them
+    client.limit_task("limited." + LONG_TASK, "1000000/s", burst=1_000_000, by="w" * 70)
     store = client.storage
     if isinstance(store, OutcomeStore):
         job = f"{LONG_ID[:-1]}0"

@@ -42,7 +42,8 @@ def test_pause_list_and_resume_a_queue_and_a_task(
         assert (code, out) == (0, "paused task 'report.build': 2 scheduled jobs held\n")
         # each list shows its kind's pauses; --json in the API's shape
         code, out = run(target, capsys, "queue", "list", "--json")
-        (shown,) = json.loads(out)
+        assert json.loads(out)["limits"] == []
+        (shown,) = json.loads(out)["pauses"]
         assert {k: v for k, v in shown.items() if k != "paused_at"} == {
             "kind": "queue",
             "name": "emails",
@@ -76,7 +77,7 @@ def test_pause_list_and_resume_a_queue_and_a_task(
         code, out = run(target, capsys, "task", "resume", "report.build")
         assert (code, out) == (0, "resumed task 'report.build': 2 held jobs scheduled again\n")
         code, out = run(target, capsys, "queue", "list", "--json")
-        assert json.loads(out) == []
+        assert json.loads(out) == {"pauses": [], "limits": []}
         assert client.counts()["held"] == 0
 
 

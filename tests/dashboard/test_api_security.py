@@ -37,10 +37,13 @@ CHANGES: tuple[tuple[str, str, Any], ...] = (
     ("POST", "/api/v1/recurring/nightly/trigger", None),
     ("POST", "/api/v1/pauses", {"kind": "queue", "name": "emails", "note": "n"}),
     ("DELETE", "/api/v1/pauses/task/t.held", None),
+    ("POST", "/api/v1/limits", {"kind": "queue", "name": "emails", "rate": "10/s", "burst": 2}),
+    ("DELETE", "/api/v1/limits/task/t.limited", None),
     ("DELETE", "/api/v1/recurring/nightly", None),
 )
 READS = ("/api/v1/jobs", "/api/v1/jobs/s-1", "/api/v1/recurring", "/api/v1/recurring/nightly",
-         "/api/v1/status", "/api/v1/pauses", "/api/v1/openapi.json")  # fmt: skip
+         "/api/v1/status", "/api/v1/pauses", "/api/v1/limits",
+         "/api/v1/openapi.json")  # fmt: skip
 
 
 def _basic(user: str, password: str) -> dict[str, str]:
@@ -52,6 +55,7 @@ def seeded(client: Client) -> Client:
     client.schedule("t.a", countdown=600, job_id="s-1")
     client.recurring.save("nightly", "t.r", "0 2 * * *")
     client.pause_task("t.held")
+    client.limit_task("t.limited", "5/m")
     return client
 
 
@@ -62,6 +66,7 @@ def _unchanged(client: Client) -> None:
     assert nightly is not None and nightly.enabled and nightly.schedule.cron == "0 2 * * *"
     assert client.recurring.get("other") is None
     assert [(p.kind.value, p.name) for p in client.pauses()] == [("task", "t.held")]
+    assert [(lim.kind.value, lim.name) for lim in client.rate_limits()] == [("task", "t.limited")]
 
 
 def _error_code(response: Any) -> str:

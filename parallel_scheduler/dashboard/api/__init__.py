@@ -1,8 +1,8 @@
 """The dashboard's HTTP API: JSON under ``/api/v1/`` on the dashboard's own server, with its
 auth, read-only mode and CSRF rule (``guard``), described by an OpenAPI 3.1 document at
 ``/api/v1/openapi.json`` (``openapi``). Jobs (``jobs``), recurring jobs (``recurring``), the
-workers' execution outcomes (``outcomes``), the pauses of queues and tasks (``pauses``), the
-status report, and the session's CSRF token for browser use.
+workers' execution outcomes (``outcomes``), the pauses of queues and tasks (``pauses``) and their
+rate limits (``limits``), the status report, and the session's CSRF token for browser use.
 
 ``register`` adds it to the dashboard's Flask app; the app hands every API request to
 ``check_request`` instead of the pages' checks, and renders every error of an API request with
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, request, session
 
-from parallel_scheduler.dashboard.api import jobs, outcomes, pauses, recurring
+from parallel_scheduler.dashboard.api import jobs, limits, outcomes, pauses, recurring
 from parallel_scheduler.dashboard.api.guard import (
     CSRF_HEADER,
     PREFIX,
@@ -63,6 +63,7 @@ def register(app: Flask) -> None:
     recurring.register(api)
     outcomes.register(api)
     pauses.register(api)
+    limits.register(api)
     api.add_url_rule("/status", "status", status)
     api.add_url_rule("/csrf-token", "csrf_token", csrf_token)
     api.add_url_rule("/openapi.json", "openapi", openapi)

@@ -20,7 +20,7 @@ _ERRORS = {
     400: "bad input: the message names the field and the problem",
     401: "authentication required",
     403: "read-only dashboard (read_only), or a state change without the CSRF token (csrf)",
-    404: "no such job, recurring job or pause",
+    404: "no such job, recurring job, pause or rate limit",
     409: "the job or recurring job is in a state that does not allow this",
     503: "storage could not be reached",
 }
@@ -65,7 +65,12 @@ _CURSOR = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?:[!-~]{1,200}$"}
 JOB_ID = _param("job_id", "path", "a job id", _ID)
 RECURRING_ID = _param("recurring_id", "path", "a recurring job id", _ID)
 _PAUSE = (
-    _param("kind", "path", "what the pause names", {"enum": [kind.value for kind in PauseKind]}),
+    _param(
+        "kind",
+        "path",
+        "what the pause or limit names",
+        {"enum": [kind.value for kind in PauseKind]},
+    ),
     _param(
         "name",
         "path",
@@ -238,6 +243,25 @@ def paths() -> dict[str, Any]:
                 _PAUSE,
             )
         },
+        "/limits": {
+            "get": _op("The rate limits of queues and tasks in force", (200, "LimitList"), ()),
+            "post": _op(
+                "Rate-limit a queue or a task (replacing its limit): one budget every scheduler "
+                "spends from as it releases jobs",
+                (201, "Limited"),
+                (403,),
+                (),
+                "LimitCreate",
+            ),
+        },
+        "/limits/{kind}/{name}": {
+            "delete": _op(
+                "Remove a rate limit (jobs already waiting for a slot keep it)",
+                (200, "Unlimited"),
+                (403, 404),
+                _PAUSE,
+            )
+        },
         "/outcomes": {
             "get": _op(
                 "The newest final outcomes (keyset paged)", (200, "OutcomePage"), (), _OUTCOMES
@@ -262,8 +286,8 @@ def document(server: str) -> dict[str, Any]:
             "title": "parallel-scheduler dashboard API",
             "version": __version__,
             "description": (
-                "Jobs, recurring jobs, pauses and status. Auth: the dashboard's basic auth or "
-                "bearer token. A state change not made with a bearer token needs the "
+                "Jobs, recurring jobs, pauses, rate limits and status. Auth: the dashboard's "
+                "basic auth or bearer token. A state change not made with a bearer token needs the "
                 f"{CSRF_HEADER} header (GET /csrf-token). "
                 'Errors: {"error": {"code", "message"}}.'
             ),

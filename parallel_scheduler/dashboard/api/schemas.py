@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from parallel_scheduler.rate_limits import RATE_PATTERN
 from storage_adapters import JobState, OutcomeState, PauseKind
 from storage_adapters.checks.pauses import MAX_PAUSE_NOTE_LENGTH
+from storage_adapters.checks.rate_limits import MAX_RATE_COUNT
 
 __all__ = ["SCHEMAS", "ref"]
 
@@ -20,7 +22,17 @@ _MAYBE_TEXT = {"type": ["string", "null"]}
 _ANY: dict[str, Any] = {}
 _INSTANT = {"type": "string", "description": "ISO 8601; a flagged row's raw stored value"}
 _MAYBE_INSTANT = {"type": ["string", "null"], "description": _INSTANT["description"]}
-_KIND = {"enum": [kind.value for kind in PauseKind], "description": "what a pause names"}
+_KIND = {"enum": [kind.value for kind in PauseKind], "description": "what a pause or limit names"}
+_LIMITED: dict[str, Any] = {
+    "kind": _KIND,
+    "name": _TEXT,
+    "rate": {**_TEXT, "description": "count/unit: 100/s, 100/m, 100/h"},
+    "count": {"type": "integer", "description": "releases per period"},
+    "period": {"type": "number", "description": "the period, seconds"},
+    "per_second": {"type": "number", "description": "count / period"},
+    "burst": {"type": "integer", "description": "releases at once after a quiet spell"},
+    "set_by": {**_TEXT, "description": "who set it (user@address, user@host)"},
+}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -273,6 +285,37 @@ SCHEMAS: dict[str, Any] = {
         kind=_KIND,
         name=_TEXT,
         held={"type": "integer", "description": "scheduled jobs it held now"},
+    ),
+    "Limit": _object(
+        (*_LIMITED, "set_at", "free_at"),
+        **_LIMITED,
+        set_at=_MAYBE_INSTANT,
+        free_at={
+            **_MAYBE_INSTANT,
+            "description": "when the next job of it may go (ISO 8601); null or past: now",
+        },
+    ),
+    "LimitList": _object(("limits",), limits={"type": "array", "items": ref("Limit")}),
+    "LimitCreate": _object(
+        ("kind", "name", "rate"),
+        False,
+        kind=_KIND,
+        name={**_TEXT, "minLength": 1, "maxLength": 255, "description": "a queue or task name"},
+        rate={
+            **_TEXT,
+            "pattern": RATE_PATTERN,
+            "description": "count/unit: 100/s, 100/m or 100/h (also /sec, /min, /hour)",
+        },
+        burst={
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_RATE_COUNT,
+            "description": "releases at once after a quiet spell (default 1)",
+        },
+    ),
+    "Limited": _object(tuple(_LIMITED), **_LIMITED),
+    "Unlimited": _object(
+        ("kind", "name", "removed"), kind=_KIND, name=_TEXT, removed={"const": True}
     ),
     "Resumed": _object(
         ("kind", "name", "released"),

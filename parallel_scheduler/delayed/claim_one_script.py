@@ -4,7 +4,8 @@ and marks them Enqueued, atomically; what it cannot move (a job stored without i
 due to a list the script does not serve) comes back claimed and goes by the batch path.
 
 Whether the two share a server is asked once, at the first pass (``ScriptRelease.list_db``):
-until then, and for good when they do not, batches go by the batch path alone.
+until then, and for good when they do not, batches go by the batch path alone. While a rate
+limit is in force, batches go by the batch path too, where every claim passes its limits.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ class OneScriptRelease:
 
     @property
     def releases_by_script(self) -> bool:
-        """True once a pass found storage and broker on one Redis server."""
-        return self._list_db is not None
+        """True once a pass found storage and broker on one Redis server, while no rate limit
+        is in force."""
+        return self._list_db is not None and not self._parts.releaser.limits.active
 
     def release_batch(self, held: HeldLock) -> BatchRelease:
         db = self.list_db()
-        if db is None:
+        if db is None or self._parts.releaser.limits.active:  # the script knows no limits
             return self._fallback.release_batch(held)
         parts = self._parts
         claimed_at = time.monotonic()  # before the claim request: see Releaser.release_claims

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from parallel_scheduler.delayed.claim_one_script import OneScriptRelease
 from parallel_scheduler.delayed.path_choice import choose_path
+from parallel_scheduler.delayed.rate_limiting import ReleaseLimits
 from parallel_scheduler.delayed.retention import RetentionPurger
 from parallel_scheduler.delayed.sending import ReleaseListener, Releaser
 from parallel_scheduler.dispatchers import Dispatcher
@@ -33,7 +34,7 @@ from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome, PassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.settings import Settings
-from storage_adapters import ClaimedJob, Storage
+from storage_adapters import ClaimedJob, RateLimitStore, Storage
 
 __all__ = ["DelayedJobScheduler"]
 
@@ -85,10 +86,13 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         shard: int | None = None,
         serving: Callable[[], bool] | None = None,
         pool: BoundedPool | None = None,
+        limits: RateLimitStore | None = None,
     ) -> None:
         """``owns_storage``: ``close()`` closes the storage too (when this scheduler opened it).
         ``shard``, ``serving``, ``pool``: for one shard of a sharded store (see
-        ``LockedScheduler``); retention then purges that shard, only while it is served."""
+        ``LockedScheduler``); retention then purges that shard, only while it is served.
+        ``limits``: where the rate limits are kept, when not in ``storage`` (a shard's scheduler
+        spends from the whole sharded store's one budget)."""
         super().__init__(
             storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
         )
@@ -100,6 +104,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             self.settings.lock_lease,
             listeners,
             self.settings.max_send_attempts,
+            ReleaseLimits(storage if limits is None else limits),
         )
         self._path = choose_path(storage, dispatcher, self.settings, self._releaser, self._pool)
         #: Deletes old finished jobs beside the passes, in a thread and under a lock of its own,
@@ -121,10 +126,12 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
     @property
     def firing_list_db(self) -> int | None:
         """The broker database the recurring scheduler of this store may push due firings into
-        (``recurring/firing.py``) when storage and broker share a Redis server (asked once),
-        else ``None``."""
+        (``recurring/firing.py``) when storage and broker share a Redis server (asked once) and
+        no rate limit is in force, else ``None``."""
         path = self._path
-        return path.list_db() if isinstance(path, OneScriptRelease) else None
+        if not isinstance(path, OneScriptRelease) or self._releaser.limits.active_now():
+            return None  # a firing of a limited queue or task waits for its slot like any job
+        return path.list_db()
 
     def firings_pushed(self, jobs: Sequence[ClaimedJob]) -> None:
         """Firings the recurring scheduler pushed onto the broker: counted and announced as this
@@ -155,7 +162,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         return PassStats(lock_acquired=lock_acquired)
 
     def _pass(self, held: HeldLock, stats: PassStats) -> None:
-        self._releaser.start_pass()
+        self._releaser.start_pass(self.metrics)
         stats.recovered = call_storage(self.storage.recover_expired_claims)
         self.metrics.claims_recovered(stats.recovered)
         while self._keep_going(held) and not self._releaser.halted:
@@ -168,7 +175,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         self._log(stats)
 
     def _made_progress(self, stats: PassStats) -> bool:
-        return stats.released + stats.expired + stats.backed_off + stats.set_aside > 0
+        done = stats.released + stats.expired + stats.backed_off + stats.set_aside
+        return done + stats.deferred > 0
 
     def _next_work_at(self) -> float | None:
         """Due jobs, and claims whose lease runs out (the pass recovers those first)."""
@@ -179,7 +187,7 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             logger.info(
                 "pass released %d of %d due job(s) (%d batch(es), %d expired, %d failed, "
                 "%d not claimed, %d recovered claims, %d that cannot be sent backed off, "
-                "%d set aside as failed)",
+                "%d set aside as failed, %d waiting for a rate limit)",
                 stats.released,
                 stats.fetched,
                 stats.batches,
@@ -189,5 +197,6 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
                 stats.recovered,
                 stats.backed_off,
                 stats.set_aside,
+                stats.deferred,
                 extra=pass_event(stats.as_dict()),
             )

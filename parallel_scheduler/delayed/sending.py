@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.envelopes import release_facts
+from parallel_scheduler.delayed.rate_limiting import ReleaseLimits
+from parallel_scheduler.delayed.settlement import StorageSettlement
 from parallel_scheduler.dispatchers import (
     BatchDispatchError,
     Dispatcher,
@@ -43,6 +45,7 @@ from parallel_scheduler.dispatchers import (
     lease_lost,
 )
 from parallel_scheduler.engine.held_lock import HeldLock
+from parallel_scheduler.engine.recorder import NULL_RECORDER, MetricsRecorder
 from parallel_scheduler.engine.retrying import call_dispatcher, call_storage
 from parallel_scheduler.engine.stats import Outcome
 from parallel_scheduler.errors import LeaseLost, UnsendableJobError
@@ -117,26 +120,6 @@ def _one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class _StorageSettlement:
-    """``ChunkSettlement`` for claims taken by ``claim``/``claim_due``: each write is a storage
-    call of its own, retried while storage is unreachable."""
-
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-
-    def expire(self, claims: Sequence[ClaimedJob], reason: str) -> None:
-        call_storage(lambda: self._storage.expire(claims, reason))
-
-    def unclaim(self, claims: Sequence[ClaimedJob], reason: str) -> None:
-        call_storage(lambda: self._storage.unclaim(claims, reason))
-
-    def back_off(self, claims: Sequence[ClaimedJob], reason: str, delay: float) -> None:
-        call_storage(lambda: self._storage.back_off(claims, reason, delay))
-
-    def fail(self, claims: Sequence[ClaimedJob], reason: str) -> None:
-        call_storage(lambda: self._storage.fail(claims, reason))
-
-
 class Releaser:
     """Sends claimed jobs and settles them: what every release path shares once its jobs are
     claimed (see the ``claim_*.py`` modules for how each path claims them)."""
@@ -149,9 +132,11 @@ class Releaser:
         claim_lease: float,
         listeners: Sequence[ReleaseListener] = (),
         max_send_attempts: int = 5,
+        limits: ReleaseLimits | None = None,
     ) -> None:
         """``max_send_attempts``: a job that cannot be sent (``UnsendableJobError``) is backed
-        off alone until its claim counts this many attempts, then set aside as failed."""
+        off alone until its claim counts this many attempts, then set aside as failed.
+        ``limits``: the rate limits every claim passes before its send (``storage``'s)."""
         self._storage = storage
         self._max_send_attempts = max_send_attempts
         self._dispatcher = dispatcher
@@ -159,9 +144,13 @@ class Releaser:
         self._claim_lease = claim_lease
         self._listeners = list(listeners)
         self._halted = threading.Event()
+        self.limits = ReleaseLimits(storage) if limits is None else limits
 
-    def start_pass(self) -> None:
+    def start_pass(self, metrics: MetricsRecorder = NULL_RECORDER) -> None:
+        """A pass begins: nothing halted, the rate limits in force read afresh."""
         self._halted.clear()
+        self.limits.metrics = metrics
+        self.limits.refresh()
 
     def halt(self) -> None:
         """Stop this pass's sends: what follows would only fail again."""
@@ -181,7 +170,7 @@ class Releaser:
         ``claimed_at + claim_lease`` is a local deadline no later than the claims' own; a send
         that started before it was sent in time, whatever happened to the mark afterwards.
         """
-        sent, started, outcomes = self.hand_over(claims, lock, _StorageSettlement(self._storage))
+        sent, started, outcomes = self.hand_over(claims, lock, StorageSettlement(self._storage))
         if sent:
             acked = set(call_storage(lambda: self._storage.mark_enqueued(sent)))
             outcomes[Outcome.RELEASED] += len(acked)
@@ -222,6 +211,9 @@ class Releaser:
         if not lock.valid() or self._halted.is_set():
             settlement.unclaim(live, "scheduler stopped before sending")
             outcomes[Outcome.STOPPED] += len(live)
+            return [], [], outcomes
+        live, outcomes[Outcome.DEFERRED] = self.limits.admit(live, settlement)
+        if not live:
             return [], [], outcomes
         sent: list[ClaimedJob] = []
         started: list[float] = []

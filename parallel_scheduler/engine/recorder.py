@@ -15,6 +15,7 @@ from typing import Final, Protocol
 from parallel_scheduler.engine.stats import Outcome
 
 __all__ = [
+    "LATENESS_CAUSES",
     "NULL_RECORDER",
     "RELEASE_ERROR_REASONS",
     "RELEASE_PATHS",
@@ -32,6 +33,9 @@ RELEASE_PATHS: Final = ("per_job", "batch", "fast_publish", "one_script")
 #: (``fenced``: it may run twice), or it cannot be sent by its own fault (``unsendable``: it
 #: alone is tried again later; ``set_aside``: at its last attempt, it was marked Failed).
 RELEASE_ERROR_REASONS: Final = ("dispatch_failed", "fenced", "unsendable", "set_aside")
+#: Why a job went out later than due: the release itself (a slow or stalled pass), or a rate
+#: limit it waited for (observed when it is given back due at its slot, slot - due time).
+LATENESS_CAUSES: Final = ("release", "rate_limit")
 
 
 class MetricsRecorder(Protocol):
@@ -47,7 +51,7 @@ class MetricsRecorder(Protocol):
 
     def pass_seconds(self, kind: str, seconds: float) -> None: ...
 
-    def lateness(self, seconds: float) -> None: ...
+    def lateness(self, seconds: float, cause: str = "release") -> None: ...
 
     def lock_held(self, lock: str, held: bool, shard: str = "0") -> None: ...
 
@@ -74,7 +78,7 @@ class NullRecorder:
     def pass_seconds(self, kind: str, seconds: float) -> None:
         pass
 
-    def lateness(self, seconds: float) -> None:
+    def lateness(self, seconds: float, cause: str = "release") -> None:
         pass
 
     def lock_held(self, lock: str, held: bool, shard: str = "0") -> None:

@@ -52,6 +52,7 @@ class Outcome(str, enum.Enum):
     STOPPED = "stopped"  # left Scheduled: shutdown, lost lock or a failing dispatcher
     BACKED_OFF = "backed_off"  # this job cannot be sent: Scheduled again later, on its own
     SET_ASIDE = "set_aside"  # cannot be sent at its last attempt allowed: marked Failed
+    DEFERRED = "deferred"  # over its rate limit: Scheduled again, due at its reserved slot
 
 
 @dataclass
@@ -62,7 +63,8 @@ class PassStats:
     nothing due, so it took no lock and did nothing else. ``batches`` and ``fetched`` count the
     batches read and the job ids in them, ``recovered`` the claims of dead claimers made due
     again; every other count is one ``Outcome`` (``released``, ``not_claimed``, ``expired``,
-    ``failed``, ``fenced``, ``stopped``, ``backed_off``, ``set_aside``). ``duration`` is the
+    ``failed``, ``fenced``, ``stopped``, ``backed_off``, ``set_aside``, ``deferred``).
+    ``duration`` is the
     pass's wall time in seconds.
 
     Example::
@@ -85,6 +87,7 @@ class PassStats:
     stopped: int = 0
     backed_off: int = 0  # jobs that cannot be sent, due again later (not a failed pass)
     set_aside: int = 0  # jobs that cannot be sent, marked Failed at their last attempt
+    deferred: int = 0  # jobs over their rate limit, due again at their reserved slot
     duration: float = 0.0
 
     def add_batch(self, fetched: int, outcomes: Counter[Outcome]) -> None:
@@ -103,6 +106,7 @@ class PassStats:
         self.stopped += outcomes[Outcome.STOPPED]
         self.backed_off += outcomes[Outcome.BACKED_OFF]
         self.set_aside += outcomes[Outcome.SET_ASIDE]
+        self.deferred += outcomes[Outcome.DEFERRED]
 
     def as_dict(self) -> dict[str, object]:
         """Every field by name, as plain values: what logs, ``run --once`` and ``status --json``

@@ -135,6 +135,7 @@ def assemble(
                 shard=shard,
                 serving=_serving(assignment, shard),
                 pool=delayed_pool,
+                limits=storage,  # one budget for every shard, kept by the sharded store
             )
             for shard, store in enumerate(stores)
         ]

@@ -46,7 +46,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from parallel_scheduler.clock import ClockSource
-from parallel_scheduler.engine.recorder import RELEASE_ERROR_REASONS, RELEASE_PATHS
+from parallel_scheduler.engine.recorder import (
+    LATENESS_CAUSES,
+    RELEASE_ERROR_REASONS,
+    RELEASE_PATHS,
+)
 from parallel_scheduler.errors import ConfigurationError
 from parallel_scheduler.process.http_endpoint import HealthCheck, metrics_app, serve
 from parallel_scheduler.recurring.triggers import MISFIRE_POLICIES
@@ -122,8 +126,10 @@ class PrometheusRecorder:
         )
         self._lateness = histogram(
             "release_lateness_seconds",
-            "Due time to send time (storage clock), per job",
+            "Due time to send time (storage clock), per job, by cause: the release, or the wait "
+            "for a rate limit",
             LATENESS_BUCKETS,
+            "cause",
         )
         self._lock_held = gauge(
             "lock_held",
@@ -146,6 +152,8 @@ class PrometheusRecorder:
             self._release_errors.labels(reason)
         for kind in SCHEDULER_KINDS:
             self._pass_seconds.labels(kind)
+        for cause in LATENESS_CAUSES:
+            self._lateness.labels(cause)
         for lock in LOCKS:
             self._lock_held.labels(lock, "0").set(0)
         for policy in MISFIRE_POLICIES:
@@ -170,8 +178,8 @@ class PrometheusRecorder:
     def pass_seconds(self, kind: str, seconds: float) -> None:
         self._pass_seconds.labels(kind).observe(seconds)
 
-    def lateness(self, seconds: float) -> None:
-        self._lateness.observe(max(0.0, seconds))
+    def lateness(self, seconds: float, cause: str = "release") -> None:
+        self._lateness.labels(cause).observe(max(0.0, seconds))
 
     def lock_held(self, lock: str, held: bool, shard: str = "0") -> None:
         """Per lock and shard: each shard's scheduler sets its own series, so with shards the

@@ -122,8 +122,9 @@ def test_a_running_scheduler_serves_what_it_did(tmp_path: Path) -> None:
         assert value(after, "pass_seconds_count", kind="delayed") > 0
         assert value(after, "pass_seconds_count", kind="recurring") > 0
         # Lateness: one observation per job sent, each at least as late as it was overdue
-        assert value(after, "release_lateness_seconds_count") == DUE + 1
-        assert value(after, "release_lateness_seconds_sum") >= (DUE + 1) * OVERDUE
+        assert value(after, "release_lateness_seconds_count", cause="release") == DUE + 1
+        assert value(after, "release_lateness_seconds_sum", cause="release") >= (DUE + 1) * OVERDUE
+        assert value(after, "release_lateness_seconds_count", cause="rate_limit") == 0
         assert started <= value(after, "heartbeat_timestamp_seconds") <= done
     finally:
         process.terminate()

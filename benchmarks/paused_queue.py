@@ -32,7 +32,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -106,7 +106,19 @@ class Store:
         _drop(self.url, self.prefix, 1)
 
 
-def one_pass(store: Store, jobs: int, broker: redis.Redis, lead: float) -> float:
+class BurstStore(Protocol):
+    """What ``one_pass`` and ``service`` run a burst in (this module's ``Store``, and
+    ``limited_queue``'s)."""
+
+    url: str
+    prefix: str
+
+    def burst(self, jobs: int, lead: float) -> datetime: ...
+
+    def check(self, broker: redis.Redis, jobs: int) -> None: ...
+
+
+def one_pass(store: BurstStore, jobs: int, broker: redis.Redis, lead: float) -> float:
     """Jobs per second of one ``run --once`` pass over a fresh burst (its own duration)."""
     broker.delete("celery", PAUSED)
     _wait_until(store.burst(jobs, lead))
@@ -120,7 +132,7 @@ def one_pass(store: Store, jobs: int, broker: redis.Redis, lead: float) -> float
     return jobs / float(json.loads(out)["delayed"]["duration"])
 
 
-def service(store: Store, jobs: int, broker: redis.Redis, lead: float) -> float:
+def service(store: BurstStore, jobs: int, broker: redis.Redis, lead: float) -> float:
     """Jobs per second through ``parallel-scheduler run``: the due instant to the last message."""
     broker.delete("celery", PAUSED)
     due = store.burst(jobs, lead)

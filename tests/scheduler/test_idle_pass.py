@@ -131,7 +131,12 @@ def test_a_pass_with_a_due_job_releases_it_without_reading_the_clock(
         # Then the pass peeked, took the lock, recovered claims, and released the job
         assert not stats.idle and stats.lock_acquired and stats.released == 1
         assert sent == [job_id]
-        assert counting.calls[:3] == ["next_work_at", "acquire_lock", "recover_expired_claims"]
+        assert counting.calls[:4] == [
+            "next_work_at",
+            "acquire_lock",
+            "list_rate_limits",  # the limits in force, read once a pass
+            "recover_expired_claims",
+        ]
         assert counting.calls[-1] == "release_lock"
         # And it asked storage for its clock not once: the clock refreshes itself
         assert "now" not in counting.calls

@@ -13,6 +13,7 @@ import pytest
 import storage_adapters
 from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, Settings
+from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from parallel_scheduler.recurring.triggers import Schedule
@@ -65,9 +66,10 @@ def test_three_schedulers_dispatch_each_job_exactly_once(
         now = storage.now()
         ids = [f"race-{i}" for i in range(JOBS)]
         for first in range(0, JOBS, 5000):
-            storage.add_jobs(
-                [NewJob(i, "tasks.race", "{}", now - 1) for i in ids[first : first + 5000]]
-            )
+            page = [NewJob(i, "tasks.race", "{}", now - 1) for i in ids[first : first + 5000]]
+            # retried as the scheduler retries: a stall of a loaded machine inside the insert's
+            # transaction ends it (PostgreSQL's idle-in-transaction timeout), and it is idempotent
+            call_storage(lambda page=page: storage.add_jobs(page))
         # When three scheduler processes start together
         context = multiprocessing.get_context("spawn")
         stop, started = context.Event(), context.Event()

@@ -1,0 +1,183 @@
+"""What a rate-limited queue costs the release of the others, through the process users run, in
+one run.
+
+For each storage (PostgreSQL, Redis), two stores side by side:
+
+* **alone**: no limit in force; it holds only the bursts;
+* **beside a limited queue**: a limit of ``--rate`` jobs a second on the queue ``limited``, and
+  L jobs of that queue all due before any burst. A first ``run --once`` pass gives each of them
+  its slot (``defer``): how long that took and how many it deferred is reported, the one-time
+  cost of a backlog meeting a limit. They then wait at their slots, released ``--rate`` a second
+  while the bursts run.
+
+A fresh burst of N jobs of the ``celery`` queue due at one instant is released by the real
+command line in each store in turn, ``--repetitions`` times, timed as ``paused_queue`` does:
+``run --once`` (one pass, its own reported duration) and ``parallel-scheduler run`` started
+before the due instant (the due instant to the last message in the broker list). Each run is
+checked before its figure is kept: every burst job in the broker exactly once, and the limited
+queue's list never longer than the limit allows since it was set. The ratio ``beside/alone`` of
+the medians is the limit's cost (1.0: none). On Redis it includes the one-script release
+stepping aside while a limit is in force (the batch path carries every release then).
+
+    .venv/bin/python -m benchmarks.limited_queue --jobs 50000 --limited 1000000 --out lq.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from benchmarks.harness.report import git_commit, load_average, refuse_existing, write_once
+from benchmarks.paused_queue import one_pass, service
+from benchmarks.service_burst import POSTGRESQL, REDIS, STORE_CHUNK, _base, _broker, _check, _drop
+from parallel_scheduler import Client
+from parallel_scheduler.jobs import JobSpec
+
+LIMITED = "limited"
+
+
+class Store:
+    """One prefix the bursts run in, beside ``limited`` due jobs of a limited queue (0: alone,
+    and no limit in force)."""
+
+    def __init__(self, url: str, limited: int, rate: int) -> None:
+        self.url, self.limited, self.rate = url, limited, rate
+        self.prefix = "lq" + uuid.uuid4().hex[:8]
+        self.facts: dict[str, Any] = {}
+        self.bursts = 0
+        self.limit_set_at = 0.0
+        with Client(storage_url=url, prefix=self.prefix) as client:
+            client.setup()
+            if not limited:
+                return
+            past = datetime.now(timezone.utc) - timedelta(hours=1)
+            specs = [
+                JobSpec("tasks.limited", args=[n], eta=past, id=f"l{n}", options={"queue": LIMITED})
+                for n in range(limited)
+            ]
+            started = time.monotonic()
+            for start in range(0, len(specs), STORE_CHUNK):
+                client.schedule_many(specs[start : start + STORE_CHUNK])
+            self.facts["limited_stored_s"] = round(time.monotonic() - started, 2)
+            client.limit_queue(LIMITED, f"{rate}/s")
+            self.limit_set_at = time.time()
+
+    def give_slots(self, broker: redis.Redis) -> None:
+        """The first pass over the limited backlog: each job given its slot."""
+        started = time.monotonic()
+        out = subprocess.run(
+            [*_base(self.url, self.prefix, 1), "run", "--once", "--broker-url", _broker(REDIS)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        self.facts["slots_given_s"] = round(time.monotonic() - started, 2)
+        self.facts["deferred_in_first_pass"] = json.loads(out)["delayed"]["deferred"]
+        self.check(broker, 0)
+
+    def burst(self, jobs: int, lead: float) -> datetime:
+        """Store a fresh burst of ``jobs`` due ``lead`` seconds after storing ends."""
+        self.bursts += 1
+        with Client(storage_url=self.url, prefix=self.prefix) as client:
+            due = datetime.now(timezone.utc) + timedelta(seconds=lead + jobs / 4000)
+            ids = (f"b{self.bursts}-{n}" for n in range(jobs))
+            specs = [JobSpec("tasks.noop", args=[1], eta=due, id=i) for i in ids]
+            for start in range(0, len(specs), STORE_CHUNK):
+                client.schedule_many(specs[start : start + STORE_CHUNK])
+        return due
+
+    def check(self, broker: redis.Redis, jobs: int) -> None:
+        """Every burst job in the broker once; the limited queue within its budget so far."""
+        if jobs:
+            _check(broker, jobs)
+        if self.limited:
+            budget = 1 + self.rate * (time.time() - self.limit_set_at)
+            released = broker.llen(LIMITED)
+            if released > budget:
+                raise SystemExit(f"check failed: {released} limited jobs out, budget {budget:.0f}")
+
+    def drop(self) -> None:
+        _drop(self.url, self.prefix, 1)
+
+
+def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str) -> dict[str, Any]:
+    """One storage's row: the two stores side by side, runs interleaved, medians kept."""
+    broker.delete("celery", LIMITED)
+    stores = {"alone": Store(url, 0, ns.rate), "beside_limited": Store(url, ns.limited, ns.rate)}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"pass": [], "service": []} for name in stores
+    }
+    try:
+        stores["beside_limited"].give_slots(broker)
+        for _ in range(ns.repetitions):
+            for name, store in stores.items():
+                samples[name]["pass"].append(one_pass(store, ns.jobs, broker, ns.lead))
+            for name, store in stores.items():
+                samples[name]["service"].append(service(store, ns.jobs, broker, ns.lead))
+        stores["beside_limited"].check(broker, 0)
+    finally:
+        for store in stores.values():
+            store.drop()
+    row: dict[str, Any] = {
+        "storage": storage, "jobs": ns.jobs, "limited": ns.limited, "rate": ns.rate,
+        "limited_released": broker.llen(LIMITED),
+    }  # fmt: skip
+    for name, store in stores.items():
+        row[name] = {
+            **store.facts,
+            "pass_jobs_per_s": round(statistics.median(samples[name]["pass"])),
+            "service_jobs_per_s": round(statistics.median(samples[name]["service"])),
+            "samples": {k: [round(v) for v in vs] for k, vs in samples[name].items()},
+        }
+    for figure in ("pass", "service"):
+        key = f"{figure}_jobs_per_s"
+        row[f"{figure}_ratio"] = round(row["beside_limited"][key] / row["alone"][key], 3)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=50_000, help="the burst of the other queue")
+    parser.add_argument(
+        "--limited", type=int, default=1_000_000, help="due jobs of the limited queue"
+    )
+    parser.add_argument("--rate", type=int, default=100, help="the limit, jobs a second")
+    parser.add_argument("--lead", type=float, default=4.0)
+    parser.add_argument(
+        "--repetitions", type=int, default=3, help="runs of each figure, interleaved (medians)"
+    )
+    parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
+    parser.add_argument("--out", type=Path)
+    ns = parser.parse_args(argv)
+    refuse_existing(parser, ns.out)
+    broker = redis.Redis.from_url(_broker(REDIS))
+    urls = {"postgresql": POSTGRESQL, "redis": REDIS.rsplit("/", 1)[0] + "/3"}
+    rows: list[dict[str, Any]] = []
+    document = {
+        "command": " ".join(["python -m benchmarks.limited_queue", *(argv or sys.argv[1:])]),
+        "commit": git_commit(),
+        "load_start": load_average(),
+        "rows": rows,
+    }
+    for storage in ns.storages:
+        row = measure(urls[storage], ns, broker, storage)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    document["load_end"] = load_average()
+    broker.delete("celery", LIMITED)
+    write_once(ns.out, document)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,6 +11,7 @@ from typing import cast
 
 from storage_adapters.base import (
     BrowseStore,
+    CalendarStore,
     ChunkSettlement,
     InstanceStore,
     JobStore,
@@ -43,6 +44,7 @@ from storage_adapters.extras import MissingExtraError, require_driver
 from storage_adapters.paging import list_jobs, walk_jobs
 from storage_adapters.records import (
     MAX_JOB_ID_LENGTH,
+    CalendarRecord,
     ClaimedJob,
     Firing,
     InstanceRecord,
@@ -83,6 +85,8 @@ __all__ = [
     "DEFAULT_URL",
     "MAX_JOB_ID_LENGTH",
     "BrowseStore",
+    "CalendarRecord",
+    "CalendarStore",
     "ChunkSettlement",
     "ClaimedJob",
     "Firing",

@@ -32,9 +32,10 @@ processes are alive), ``RetentionStore`` (deleting old finished jobs) and ``Brow
 command line, through ``paging.py``), and ``OutcomeStore`` (what Celery workers did with each
 released job, written in batches by the workers' plugin; purged with the jobs),
 ``PauseStore`` (pauses of a queue or task, whose jobs are held back from release),
-``RateLimitStore`` (release budgets of a queue or task, shared by every scheduler), and
-``UniqueJobStore`` (one job per task and unique key waiting to be released). The core's
-signatures name the families they use.
+``RateLimitStore`` (release budgets of a queue or task, shared by every scheduler),
+``UniqueJobStore`` (one job per task and unique key waiting to be released), and
+``CalendarStore`` (named calendars of excluded dates that recurring jobs do not fire on). The
+core's signatures name the families they use.
 
 Bad input is refused before anything is written, with an error of the tree in ``errors``:
 ``InvalidArgumentError`` (a ``ValueError``) for an argument out of range, ``InvalidRecordError``
@@ -52,6 +53,7 @@ from storage_adapters.contract.abilities import (
     TransactionalReleaseStorage,
 )
 from storage_adapters.contract.admin import InstanceStore, StorageAdmin
+from storage_adapters.contract.calendars import CalendarStore
 from storage_adapters.contract.jobs import BrowseStore, JobStore, RetentionStore
 from storage_adapters.contract.outcomes import OutcomeStore
 from storage_adapters.contract.pauses import PauseStore
@@ -62,6 +64,7 @@ from storage_adapters.contract.unique import UniqueJobStore
 
 __all__ = [
     "BrowseStore",
+    "CalendarStore",
     "ChunkSettlement",
     "InstanceStore",
     "JobStore",
@@ -95,6 +98,7 @@ class Storage(
     PauseStore,
     RateLimitStore,
     UniqueJobStore,
+    CalendarStore,
     Protocol,
 ):
     """Durable store of scheduled jobs and distributed locks: every family above, in one object.

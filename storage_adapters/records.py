@@ -11,11 +11,13 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from storage_adapters.calendar_records import CalendarRecord
 from storage_adapters.errors import InvalidIdentifierError
 
 __all__ = [
     "MAX_JOB_ID_LENGTH",
     "MAX_TASK_NAME_LENGTH",
+    "CalendarRecord",
     "ClaimedJob",
     "Firing",
     "InstanceRecord",

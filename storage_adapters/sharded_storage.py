@@ -77,6 +77,7 @@ from storage_adapters.records import (
     UniqueAdd,
     UniqueConflict,
 )
+from storage_adapters.sharded.calendars import ShardedCalendarStore
 from storage_adapters.sharded.locks import ShardedLockStore
 from storage_adapters.sharded.rate_limits import ShardedRateLimitStore
 from storage_adapters.sharded.release import ShardedReleaseStore
@@ -91,7 +92,9 @@ from storage_adapters.sharding import (
 __all__ = ["ShardedStorage"]
 
 
-class ShardedStorage(ShardedReleaseStore, ShardedLockStore, ShardedRateLimitStore):
+class ShardedStorage(
+    ShardedReleaseStore, ShardedLockStore, ShardedRateLimitStore, ShardedCalendarStore
+):
     """The ``Storage`` contract over ``shards`` (shard 0 first), each a complete store."""
 
     def __repr__(self) -> str:

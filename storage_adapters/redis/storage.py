@@ -11,7 +11,8 @@ by due time), ``all`` (every id by due time), ``claimed`` (claimed ids by lease 
 ``oc:<id>``, ``outcomes:*`` and ``outcome_counts`` (execution outcomes: ``redis/outcomes.py``),
 ``pauses`` (the pauses in force; their held jobs are ``state:held``: ``redis/pauses.py``),
 ``unique`` (which job holds each task's unique key: ``redis/unique.py``), ``limits`` (the rate
-limits in force and their reserved slots: ``redis/rate_limits.py``).
+limits in force and their reserved slots: ``redis/rate_limits.py``), ``calendars`` (calendars
+of excluded dates: ``redis/calendars.py``).
 Browsing pages through these indexes (``redis/browse.py``).
 Recurring jobs (``rec:<id>``, ``rec_ids``, ``rec_due``) live in ``redis/recurring.py``, accepting
 and managing jobs in ``redis/jobs.py``, the release hand-off in ``redis/release.py``, the lock in
@@ -31,6 +32,7 @@ from storage_adapters.checks.values import positive_count
 from storage_adapters.errors import StorageError
 from storage_adapters.records import validate_prefix
 from storage_adapters.redis.browse import BROWSE_SCRIPTS, RedisBrowseStore
+from storage_adapters.redis.calendars import RedisCalendarStore
 from storage_adapters.redis.error_mapping import password_of
 from storage_adapters.redis.instances import INSTANCE_SCRIPTS, RedisInstanceStore
 from storage_adapters.redis.jobs import RedisJobStore
@@ -102,6 +104,7 @@ class RedisStorage(
     RedisPauseStore,
     RedisUniqueJobStore,
     RedisRateLimitStore,
+    RedisCalendarStore,
 ):
     """The ``Storage`` contract on one Redis >= 6.2 server, or on a Redis Cluster
     (``redis+cluster://host:port,host:port``: see ``redis/link.py`` for the URL and its options).

@@ -18,6 +18,7 @@ __all__ = [
     "v10_pauses",
     "v11_unique",
     "v12_rate_limits",
+    "v13_calendars",
 ]
 
 STATE_LENGTH = 16
@@ -79,5 +80,20 @@ def v12_rate_limits(p: str, dialect: str) -> list[str]:
             set_at double precision NOT NULL,
             tat double precision,
             PRIMARY KEY (kind, name)
+        )""",
+    ]
+
+
+def v13_calendars(p: str, dialect: str) -> list[str]:
+    # Calendars of excluded dates (sql/calendars.py): one row per calendar, its merged date ranges
+    # a JSON text ([["2026-12-24","2026-12-26"], ...]) read whole by each recurring pass. Same
+    # DDL on both dialects; set_at is epoch seconds, as in every other table.
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}_calendars (
+            name varchar(100) NOT NULL PRIMARY KEY,
+            timezone varchar(100) NOT NULL,
+            ranges text NOT NULL,
+            set_by varchar({MAX_PAUSED_BY_LENGTH}) NOT NULL,
+            set_at double precision NOT NULL
         )""",
     ]

@@ -4,8 +4,9 @@ One module per contract family, each a class on the plumbing of ``sql/plumbing.p
 (connections, transactions in autocommit mode, driver errors as the contract's errors):
 ``sql/jobs.py``, ``sql/release.py``, ``sql/locks.py``, ``sql/recurring.py``,
 ``sql/retention.py``, ``sql/instances.py``, ``sql/browse.py``, ``sql/outcomes.py``,
-``sql/pauses.py``, ``sql/rate_limits.py`` and ``sql/unique.py``. This module holds what makes
-them one storage: set-up and migrations, the shard count, the clock, closing and dropping.
+``sql/pauses.py``, ``sql/rate_limits.py``, ``sql/unique.py`` and ``sql/calendars.py``. This
+module holds what makes them one storage: set-up and migrations, the shard count, the clock,
+closing and dropping.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 
 from storage_adapters.sharding import SHARDS_META, check_shard_count
 from storage_adapters.sql.browse import SQLBrowseStore
+from storage_adapters.sql.calendars import SQLCalendarStore
 from storage_adapters.sql.instances import SQLInstanceStore
 from storage_adapters.sql.jobs import SQLJobStore
 from storage_adapters.sql.locks import SQLLockStore
@@ -42,6 +44,7 @@ class SQLStorage(
     SQLPauseStore,
     SQLRateLimitStore,
     SQLUniqueJobStore,
+    SQLCalendarStore,
 ):
     """One prefix's jobs, locks and recurring jobs in an SQL database reached through ``engine``.
 
@@ -108,6 +111,7 @@ class SQLStorage(
                 tables.outcome_counts,
                 tables.pauses,
                 tables.rate_limits,
+                tables.calendars,
             )
             for table in (*every, tables.schema_version):
                 conn.execute(sa.schema.DropTable(table, if_exists=True))

@@ -31,14 +31,15 @@ from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH
 from storage_adapters.checks.unique import MAX_UNIQUE_KEY_LENGTH
 from storage_adapters.errors import StorageError
 from storage_adapters.records import MAX_JOB_ID_LENGTH, MAX_TASK_NAME_LENGTH, validate_prefix
+from storage_adapters.sql.control_tables import build_calendars, build_rate_limits
 from storage_adapters.sql.migrations_late import (
     MAX_QUEUE_NAME_LENGTH,
     STATE_LENGTH,
     v10_pauses,
     v11_unique,
     v12_rate_limits,
+    v13_calendars,
 )
-from storage_adapters.sql.rate_limit_table import build_rate_limits
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
 
@@ -64,6 +65,7 @@ class Tables:
     outcome_counts: sa.Table
     pauses: sa.Table
     rate_limits: sa.Table
+    calendars: sa.Table
 
 
 def build_tables(prefix: str) -> Tables:
@@ -183,6 +185,7 @@ def build_tables(prefix: str) -> Tables:
         outcome_counts=outcome_counts,
         pauses=pauses,
         rate_limits=build_rate_limits(prefix, metadata),
+        calendars=build_calendars(prefix, metadata),
     )
 
 
@@ -373,6 +376,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "pauses of queues and tasks, and each job's queue", v10_pauses),
     Migration(11, "unique keys of jobs, one per task while a job waits", v11_unique),
     Migration(12, "rate limits of queues and tasks, and their next slots", v12_rate_limits),
+    Migration(13, "calendars of excluded dates for recurring jobs", v13_calendars),
 )
 
 

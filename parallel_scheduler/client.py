@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
+from parallel_scheduler.calendars import CalendarKeeping
 from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.delayed.envelopes import EnvelopeMaker, with_envelopes
 from parallel_scheduler.engine.retrying import call_storage
@@ -55,7 +56,7 @@ class ScheduleResult:
     replaced: bool = False
 
 
-class Client(RateLimiting):
+class Client(RateLimiting, CalendarKeeping):
     """Schedule, cancel, reschedule, read and list durable delayed jobs, manage recurring jobs
     (``client.recurring``), pause queues and tasks (``pause``, ``resume``, ``pauses``) and
     rate-limit them (``limit_queue``, ``limit_task``, ``unlimit_queue``, ``unlimit_task``,

@@ -26,6 +26,7 @@ from parallel_scheduler.process.health import Problem, health_problems
 from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.ranges import instant
 from parallel_scheduler.recurring.jobs import RecurringJob
+from parallel_scheduler.recurring.limits import runs_of
 from parallel_scheduler.timeline import job_timeline, outcome_view
 from storage_adapters import (
     InvalidIdentifierError,
@@ -130,7 +131,7 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
     except Exception as exc:
         problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
         names = ("cron", "every", "timezone", "misfire_policy", "jitter", "catch_up_window")
-        return dict.fromkeys(names)
+        return dict.fromkeys((*names, "max_runs", "exclude"))
     return {
         "cron": raw.get("cron") or None,
         "every": _seconds(raw.get("every")),
@@ -138,6 +139,8 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
         "misfire_policy": raw.get("misfire_policy"),
         "jitter": _seconds(raw.get("jitter", 0.0)),
         "catch_up_window": _seconds(raw.get("catch_up_window")),
+        "exclude": raw.get("exclude", []),
+        "max_runs": _seconds(raw.get("max_runs")),
     }
 
 
@@ -153,6 +156,7 @@ def recurring_view(record: RecurringRecord) -> dict[str, Any]:
     return {
         **call,
         **schedule,
+        "runs": runs_of(record.history) if isinstance(record.history, str) else 0,
         "enabled": record.enabled,
         "next_run_at": times["next_run_at"],
         "last_run_at": times["last_run_at"],

@@ -6,8 +6,9 @@ app's configuration (``run --app``), then defaults (see ``settings.py``). Every 
 nothing is half-written. Every command names the store it opened on stderr.
 
 One module per group of commands: ``jobs`` (schedule, show, reschedule, list, cancel),
-``status``, ``recurring``, ``pauses`` (queue and task pause, resume, list), ``running`` (run,
-setup, demo, profile), ``purge``, ``dashboard``, ``exporter``;
+``status``, ``recurring``, ``pauses`` (queue and task pause, resume, list), ``calendars``
+(calendars of excluded dates), ``running`` (run, setup, demo, profile), ``purge``,
+``dashboard``, ``exporter``;
 ``options`` holds the argument types and the settings options, ``opening`` how a store is
 opened, ``render`` how rows are shown.
 """
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from parallel_scheduler import __version__
 from parallel_scheduler.cli import (
+    calendars,
     dashboard,
     exporter,
     jobs,
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_commands(commands)
     recurring.add_commands(commands)
     pauses.add_commands(commands)
+    calendars.add_commands(commands)
     purge.add_commands(commands)
     dashboard.add_commands(commands)
     exporter.add_commands(commands)

@@ -17,11 +17,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from parallel_scheduler.calendars import calendar_names
 from parallel_scheduler.cli.opening import open_client, read
 from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg, json_arg
 from parallel_scheduler.cli.recurring_backfill import add_backfill_command
 from parallel_scheduler.cli.recurring_import import add_import_command
 from parallel_scheduler.cli.render import print_listing
+from parallel_scheduler.recurring.limits import runs_text
+from parallel_scheduler.recurring.max_runs import max_runs_arg
 from parallel_scheduler.timeline import timeline_line
 from parallel_scheduler.views import recurring_view, with_outcomes
 from storage_adapters.errors import one_line
@@ -52,6 +55,14 @@ def add_commands(commands: Any) -> None:
     add.add_argument(
         "--catch-up-window", type=float, metavar="SECONDS",
         help="never fire a tick older than this, whatever the misfire policy",
+    )  # fmt: skip
+    add.add_argument(
+        "--max-runs", type=max_runs_arg, metavar="N",
+        help="end the job after N scheduled firings (triggers and backfills do not count)",
+    )  # fmt: skip
+    add.add_argument(
+        "--exclude", action="append", default=[], metavar="CALENDAR",
+        help="do not fire on the dates of this calendar (repeatable, or a comma list)",
     )  # fmt: skip
     add.add_argument("--queue")
     add.add_argument("--paused", action="store_true", help="create it paused")
@@ -95,6 +106,7 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
             ns.recurring_id, ns.task, ns.cron, every=ns.every, args=ns.args, kwargs=ns.kwargs,
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
             misfire_cap=ns.misfire_cap, jitter=ns.jitter, catch_up_window=ns.catch_up_window,
+            max_runs=ns.max_runs, exclude=calendar_names(ns.exclude),
             enabled=not ns.paused, mode=ns.mode, **options,
         )  # fmt: skip
     next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
@@ -123,6 +135,12 @@ def _recent_text(view: dict[str, Any]) -> str | None:
     return ", ".join(shown) or None
 
 
+def _runs_text(view: dict[str, Any]) -> str:
+    """The scheduled firings counted, ``3 of 3`` for a job with ``max_runs`` (``limits.py``)."""
+    runs, max_runs = view.get("runs"), view.get("max_runs")
+    return runs_text(runs if isinstance(runs, int) else 0, max_runs)
+
+
 def _last_outcome_text(view: dict[str, Any]) -> str | None:
     """The newest firing's latest outcome state; ``None`` (shown ``-``) when there is none."""
     last = view.get("last_outcome")
@@ -142,6 +160,7 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
         "enabled": "enabled",
         "next run": "next_run_at",
         "last run": "last_run_at",
+        "runs": _runs_text,
         "last outcome": _last_outcome_text,
         "recent firings": _recent_text,
         "problem": "problem",
@@ -184,6 +203,8 @@ def cmd_recurring_show(ns: argparse.Namespace) -> int:
         for name, value in view.items()
         if name not in ("recent_firings", "firing_outcomes", "last_outcome")
     }
+    if "runs" in shown:
+        shown["runs"] = _runs_text(view)  # "3 of 3 (ended)" for a job its max_runs ended
     width = max(len(name) for name in (*shown, "last outcome"))
     for name, value in shown.items():
         if isinstance(value, (list, dict)):

@@ -47,6 +47,7 @@ from parallel_scheduler.dashboard.security import (
     new_csrf_token,
 )
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.recurring.limits import runs_text
 from storage_adapters import (
     InvalidArgumentError,
     InvalidIdentifierError,
@@ -167,6 +168,7 @@ def _context() -> dict[str, Any]:
         "shown_options": lambda options: display.shown_options(options, zone),
         "describe_schedule": schedules.describe,
         "next_runs": lambda schedule: schedules.next_runs(schedule, now),
+        "runs_text": runs_text,
         "read_only": read_only(),
         "csrf_token": viewer.csrf_token if viewer else session.get("csrf", ""),
         "csrf_field": viewer.csrf_field if viewer else "csrf_token",

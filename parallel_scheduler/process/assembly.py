@@ -151,6 +151,7 @@ def assemble(
                 envelope=_firing_envelope(store, dispatcher, settings),
                 push=delayed_shards[shard],
                 route=route,
+                calendars=storage,  # one set for every shard, kept by the sharded store
             )
             for shard, store in enumerate(stores)
         ]

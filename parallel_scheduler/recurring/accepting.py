@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from parallel_scheduler.calendars import check_exclude
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.jobs import JobSpec, display_instant
@@ -51,6 +52,8 @@ def new_recurring(
     misfire_grace: float = 60.0,
     jitter: float | timedelta | None = None,
     catch_up_window: float | timedelta | None = None,
+    exclude: Sequence[str] = (),
+    max_runs: int | None = None,
     enabled: bool = True,
     now: float,
     max_payload_bytes: int,
@@ -70,6 +73,8 @@ def new_recurring(
         every=_seconds(every),
         jitter=check_jitter(jitter),
         catch_up_window=_seconds(catch_up_window),
+        exclude=check_exclude(exclude),
+        max_runs=max_runs,
     )
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload

@@ -3,7 +3,9 @@
 (``fire_recurring_many``: one script on Redis, one transaction on SQL), which, per recurring job,
 adds its firing jobs and advances its next run with a compare-and-set on its version. A firing
 has a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a no-op in
-storage and every tick fires exactly once, even across crashes and racing schedulers.
+storage and every tick fires exactly once, even across crashes and racing schedulers. A job's
+``max_runs`` trims its plan to the runs left (``limits.py``); the count is in the history the
+same step writes, under the same compare-and-set.
 
 Where storage and the broker's lists share a Redis server (``FiringPush.firing_list_db``, found
 by the delayed scheduler's one-script release), the same step pushes each new firing that is
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from parallel_scheduler.calendars import Calendar
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.recorder import MetricsRecorder
 from parallel_scheduler.engine.retrying import call_storage
@@ -27,6 +30,7 @@ from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_instant
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
+from parallel_scheduler.recurring.limits import limit_plan
 from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at
 from storage_adapters import (
@@ -74,11 +78,15 @@ def fire_chunk(
     records: Sequence[RecurringRecord],
     push: FiringPush | None = None,
     route: QueueRouter | None = None,
+    calendars: Mapping[str, Calendar] | None = None,
+    missing: set[str] | None = None,
 ) -> list[FireResult]:
     """Fire ``records`` under ``held``: plan each one's ticks up to ``now()`` (the storage
     clock), then add their firing jobs and advance each one's next run in one storage step.
     Returns each record's outcome and the firing jobs it accounts for, in order. Each firing
-    carries its queue (``queues.payload_queue``, with ``route`` for a call that names none)."""
+    carries its queue (``queues.payload_queue``, with ``route`` for a call that names none).
+    ``calendars``: the pass's calendars of excluded dates, by name (``calendars.py``); the names
+    a schedule excludes that are not among them go into ``missing``, for the pass to warn once."""
     results: list[FireResult | None] = [None] * len(records)
     planned: list[PlannedFiring] = []
     plans: list[tuple[int, Schedule, FiringPlan]] = []
@@ -90,7 +98,12 @@ def fire_chunk(
         try:
             schedule = Schedule.from_json(record.schedule)
             check_instant("next run", record.next_run_at)
-            plan = plan_firing(schedule, record.next_run_at, moment)
+            plan = plan_firing(schedule, record.next_run_at, moment, calendars)
+            if missing is not None and calendars is not None:
+                missing.update(name for name in schedule.exclude if name not in calendars)
+            # the count read at the version the firing is planned from: the compare-and-set
+            # that guards the firing guards the count, so racing schedulers cannot exceed it
+            plan = limit_plan(plan, schedule.max_runs, record.history)
         except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
             # A row written by hand or before the checks: left as it is, reported, not fired.
             logger.error("recurring job %s is unusable: %s", record.id, exc)

@@ -2,10 +2,17 @@
 triggers alike) and its last run, kept so that a trigger counts as a run without moving a tick.
 
 The history is JSON text the schedulers and triggers write and storage only keeps: a list of
-``{"tick": <epoch seconds>, "job_id": <firing job id>}``, a trigger's entry also carrying
-``"trigger": true``, oldest first, the newest ``HISTORY_LIMIT`` kept. Rows written before
-triggers were recorded have no trigger entries and read the same. Reading never fails: an entry
-this version cannot use is shown with what it lacks left empty.
+``{"tick": <epoch seconds>, "job_id": <firing job id>, "runs": <scheduled runs so far>}``, a
+trigger's entry also carrying ``"trigger": true``, oldest first, the newest ``HISTORY_LIMIT``
+kept. Rows written before triggers were recorded have no trigger entries and read the same.
+Reading never fails: an entry this version cannot use is shown with what it lacks left empty.
+
+``runs`` counts the scheduled ticks fired (``max_runs`` ends a job at its limit): every entry
+carries the count as it stands after it (a trigger's the count unchanged: triggers and backfills
+do not count), so the newest entry holds it however many triggers came since. It is written in
+the firing step's compare-and-set with the jobs it counts, so a tick is counted once. Entries
+written before runs were counted (or by an older version) have none: ``scheduled_runs`` adds
+their scheduled ticks to the newest count kept.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ __all__ = [
     "HISTORY_LIMIT",
     "RecentFiring",
     "add_history",
+    "last_scheduled_tick",
     "later_run",
     "read_history",
     "recent_firings",
+    "scheduled_runs",
 ]
 
 HISTORY_LIMIT = 20  # recent firings kept per recurring job
@@ -51,17 +60,45 @@ def add_history(
     history: str, entries: Sequence[tuple[float, str]], *, trigger: bool = False
 ) -> str:
     """The history JSON with ``entries`` (instant, job id) appended, marked as triggers when
-    ``trigger``, the oldest dropped. An unreadable history is started afresh, so a row spoiled
-    by hand can still fire and be triggered."""
+    ``trigger``, the oldest dropped, each carrying the scheduled runs counted after it: a tick
+    counts once (one not after the latest scheduled tick kept was counted already), a trigger
+    not at all. An unreadable history is started afresh, so a row spoiled by hand can still
+    fire and be triggered."""
+    stored = [] if history in ("", "[]") else read_history(history, [])
+    runs, last = scheduled_runs(stored), last_scheduled_tick(stored)
     mark = {"trigger": True} if trigger else {}
-    added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
-    if history in ("", "[]"):
+    added: list[dict[str, Any]] = []
+    for at, job_id in entries:
+        if not trigger and (last is None or at > last):  # a tick fired again counts once
+            runs, last = runs + 1, at
+        added.append({"tick": at, "job_id": job_id, **mark, "runs": runs})
+    if not stored:
         return _ENCODER.encode(added[-HISTORY_LIMIT:])
-    stored = read_history(history, [])
     spliced = _spliced(history, stored, added)
     if spliced is not None:
         return spliced
     return _ENCODER.encode((stored + added)[-HISTORY_LIMIT:])
+
+
+def scheduled_runs(entries: Sequence[dict[str, Any]]) -> int:
+    """The scheduled ticks fired so far: the newest entry's ``runs`` plus the scheduled entries
+    written after it without one; with no count kept, the scheduled entries kept."""
+    uncounted = 0
+    for entry in reversed(entries):
+        runs = entry.get("runs")
+        if isinstance(runs, int) and not isinstance(runs, bool) and runs >= 0:
+            return runs + uncounted
+        if entry.get("trigger") is not True:
+            uncounted += 1
+    return uncounted
+
+
+def last_scheduled_tick(entries: Sequence[dict[str, Any]]) -> float | None:
+    """The latest scheduled tick kept (not a trigger's instant), or ``None``: a tick at or
+    before it that fires again (a next run moved back) was counted already."""
+    ticks = [entry.get("tick") for entry in entries if entry.get("trigger") is not True]
+    usable = [float(t) for t in ticks if isinstance(t, (int, float)) and in_range(t)]
+    return max(usable, default=None)
 
 
 def _spliced(history: str, stored: list[dict[str, Any]], added: list[dict[str, Any]]) -> str | None:

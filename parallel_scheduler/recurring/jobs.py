@@ -17,6 +17,7 @@ time, validated as ``save`` validates one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -29,11 +30,13 @@ from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_page
 from parallel_scheduler.recurring.accepting import new_recurring
 from parallel_scheduler.recurring.backfill import Backfill, backfill
+from parallel_scheduler.recurring.excluding import with_calendars
 from parallel_scheduler.recurring.history import (
     HISTORY_LIMIT,
     add_history,
     later_run,
 )
+from parallel_scheduler.recurring.limits import limit_reached, runs_of
 from parallel_scheduler.recurring.stored import RecurringJob
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule, next_tick
 from storage_adapters import (
@@ -111,6 +114,8 @@ class RecurringJobs:
         misfire_grace: float = 60.0,
         jitter: float | timedelta | None = None,
         catch_up_window: float | timedelta | None = None,
+        exclude: Sequence[str] = (),
+        max_runs: int | None = None,
         enabled: bool = True,
         mode: SaveMode = "create",
         **options: Any,
@@ -143,6 +148,11 @@ class RecurringJobs:
         :param catch_up_window: seconds (or a ``timedelta``, 1 s to 100 years): a tick older
             than this when a scheduler sees it never fires, whatever ``misfire_policy`` and
             ``misfire_grace``; ``None`` (default): no window.
+        :param exclude: names of calendars of excluded dates (``Client.put_calendar``), each of
+            which must exist: a tick on a local date one of them holds does not fire.
+        :param max_runs: end the job after this many scheduled firings (a whole number, at
+            least 1; triggers and backfills do not count); ``None`` (default): no limit. An
+            update keeps the count, so a higher limit resumes a job its limit ended.
         :param enabled: ``False`` saves it paused.
         :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
         :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
@@ -167,12 +177,17 @@ class RecurringJobs:
             misfire_grace=misfire_grace,
             jitter=jitter,
             catch_up_window=catch_up_window,
+            exclude=exclude,
+            max_runs=max_runs,
             enabled=enabled,
             now=self._clock.now(),
             max_payload_bytes=self._max_payload_bytes,
             **options,
         )
         self._verify_shards()
+        (record,) = with_calendars([record], lambda: self._call(self._storage.list_calendars))
+        if max_runs is not None and mode != "create":
+            record = self._ended_if_done(record, max_runs)
         try:
             self._call(lambda: self._storage.save_recurring(record, mode))
         except RecordExistsError:
@@ -207,6 +222,7 @@ class RecurringJobs:
             raise InvalidJobError(f"mode must be one of {', '.join(SAVE_MODES)}, not {mode!r}")
         records = self._records(recurring_jobs)
         self._verify_shards()
+        records = with_calendars(records, lambda: self._call(self._storage.list_calendars))
         created: list[bool] = []
         for start in range(0, len(records), SAVE_MANY_CHUNK):
             chunk = records[start : start + SAVE_MANY_CHUNK]
@@ -307,7 +323,10 @@ class RecurringJobs:
         :raises InvalidJobError: no recurring job has this id.
         """
         record = self._existing(recurring_id)
-        upcoming = next_tick(Schedule.from_json(record.schedule), self._clock.now())
+        schedule = Schedule.from_json(record.schedule)
+        upcoming = next_tick(schedule, self._clock.now())
+        if limit_reached(schedule.max_runs, runs_of(record.history)):
+            upcoming = None  # ended by its max_runs: resuming fires nothing more
         return call_storage(
             lambda: self._storage.set_recurring_enabled(recurring_id, True, upcoming)
         )
@@ -317,7 +336,8 @@ class RecurringJobs:
 
         The trigger counts as a run: its job is recorded in the recent firings (marked as a
         trigger) and as the last run, in one write with the job itself. The next run is left as
-        it is, so no scheduled tick moves, and none is taken for fired.
+        it is, so no scheduled tick moves, and none is taken for fired. It does not count
+        against ``max_runs`` (only scheduled ticks do, ``limits.py``).
 
         :returns: the firing's job id, ``<id>@trigger-<UTC time to the microsecond>``.
         :raises InvalidJobError: no recurring job has this id.
@@ -359,7 +379,8 @@ class RecurringJobs:
         :param start: the first instant of the range (an aware ``datetime``), included.
         :param end: the last, included; not after now.
         :returns: how many ticks the range holds, how many jobs were created, and how many
-            existed already (a second backfill of the same range creates none).
+            existed already (a second backfill of the same range creates none). Backfilled
+            ticks do not count against ``max_runs``.
         :raises InvalidJobError: no such recurring job, a naive or reversed range, one that ends
             in the future or holds more than ``BACKFILL_LIMIT`` ticks; nothing is written.
         """
@@ -372,6 +393,15 @@ class RecurringJobs:
         """Delete the recurring job (its firings already created stay); returns whether it
         existed."""
         return self._call(lambda: self._storage.remove_recurring(recurring_id))
+
+    def _ended_if_done(self, record: NewRecurring, max_runs: int) -> NewRecurring:
+        """``record`` with no next run if the stored job it updates has fired ``max_runs``
+        scheduled ticks already (an update keeps the count). Read before the write, so a tick
+        fired in between may leave a next run: the firing step then fires nothing and ends it."""
+        stored = self._call(lambda: self._storage.get_recurring(record.id))
+        if stored is None or not limit_reached(max_runs, runs_of(stored.history)):
+            return record
+        return replace(record, next_run_at=None)
 
     def _existing(self, recurring_id: str) -> RecurringRecord:
         record = self._call(lambda: self._storage.get_recurring(recurring_id))

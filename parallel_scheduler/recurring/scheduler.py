@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
+from parallel_scheduler.calendars import Calendar, calendars_of
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
@@ -26,7 +27,7 @@ from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, FiringPush, fire_chunk
 from parallel_scheduler.settings import Settings
-from storage_adapters import Storage
+from storage_adapters import CalendarStore, Storage, StorageError
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
 
@@ -50,6 +51,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         envelope: Envelope | None = None,
         push: FiringPush | None = None,
         route: QueueRouter | None = None,
+        calendars: CalendarStore | None = None,
     ) -> None:
         """``on_fired`` runs after a pass that created firings (to wake the delayed scheduler:
         with shards, the one of the same shard, where a recurring job's firings live).
@@ -58,7 +60,9 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         path's accept-time messages), so its release builds nothing. ``push``: the delayed
         scheduler of the same store, through which due firings go straight onto the broker's
         lists when storage and broker share a Redis server (``firing.FiringPush``). ``route``:
-        the queue of a firing whose call names none (a Celery app's router: ``queues.py``)."""
+        the queue of a firing whose call names none (a Celery app's router: ``queues.py``).
+        ``calendars``: where the calendars of excluded dates are read once a pass (default
+        ``storage``; a shard's scheduler is given the whole sharded store, which keeps them)."""
         super().__init__(
             storage, settings, owner, owns_storage, shard=shard, serving=serving, pool=pool
         )
@@ -66,6 +70,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         self._envelope = envelope
         self._push = push
         self._route = route
+        self._calendar_store: CalendarStore = storage if calendars is None else calendars
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
@@ -78,6 +83,10 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         # keep half of the default ten threads idle, since a chunk is FIRE_CHUNK jobs
         settings = self.settings
         batch_size = max(settings.batch_size, FIRE_CHUNK * settings.max_degree_of_parallelism)
+        # read once a pass, and only by a pass that has something to fire (filled in below)
+        calendars: dict[str, Calendar] = {}
+        missing: set[str] = set()
+        read_calendars = False
         fire = partial(
             fire_chunk,
             self.storage,
@@ -87,11 +96,16 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             self._envelope,
             push=self._push,
             route=self._route,
+            calendars=calendars,
+            missing=missing,
         )
         while self._keep_going(held):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))
             stats.batches += 1
             stats.fetched += len(records)
+            if records and not read_calendars:
+                calendars.update(self._calendars())
+                read_calendars = True
             chunks = [records[i : i + FIRE_CHUNK] for i in range(0, len(records), FIRE_CHUNK)]
             created_before = stats.created
             for results in self._pool.map(fire, chunks):
@@ -101,6 +115,12 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 self._on_fired()  # the delayed scheduler releases this batch while the next fires
             if len(records) < batch_size:
                 break
+        if missing:
+            logger.warning(
+                "recurring job(s) exclude calendar(s) %s, which do not exist: their ticks fire as "
+                "if those calendars were empty (add the calendars, or edit the jobs' exclude)",
+                ", ".join(sorted(missing)),
+            )
         if stats.fetched:
             logger.info(
                 "recurring pass: %d recurring job(s) fired, %d firing(s) created, "
@@ -114,6 +134,16 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 stats.failed,
                 extra=pass_event(stats.as_dict()),
             )
+
+    def _calendars(self) -> dict[str, Calendar]:
+        """Every calendar of excluded dates, read once per pass in one storage call (of the
+        whole store: with shards, ``storage`` is the sharded store, whose calendars are on shard
+        0). A store that cannot read them plans as if there were none, logged, never fatal."""
+        try:
+            return calendars_of(call_storage(self._calendar_store.list_calendars))
+        except StorageError as exc:
+            logger.warning("could not read the calendars of excluded dates: %s", exc)
+            return {}
 
     def _next_work_at(self) -> float | None:
         """The earliest enabled recurring job's next run, due or not, in one round trip, so an

@@ -15,7 +15,13 @@ from typing import Any
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import StoredCall, display_instant, utc_datetime
 from parallel_scheduler.ranges import in_range
-from parallel_scheduler.recurring.history import RecentFiring, read_history, recent_firings
+from parallel_scheduler.recurring.history import (
+    RecentFiring,
+    read_history,
+    recent_firings,
+    scheduled_runs,
+)
+from parallel_scheduler.recurring.limits import limit_reached
 from parallel_scheduler.recurring.triggers import Schedule
 from storage_adapters import RecurringRecord
 
@@ -90,6 +96,17 @@ class RecurringJob(StoredCall):
             problem="; ".join(problems) or None,
         )
 
+    @property
+    def runs(self) -> int:
+        """The scheduled ticks it has fired (``history.scheduled_runs``): what ``max_runs``
+        limits; triggers and backfills are not counted."""
+        return scheduled_runs(self.history)
+
+    @property
+    def ended_by_limit(self) -> bool:
+        """Whether its ``max_runs`` scheduled firings are done (it fires no more ticks)."""
+        return limit_reached(self.schedule.max_runs, self.runs)
+
     def recent_firings(self) -> list[RecentFiring]:
         """Its kept firings, newest first: scheduled ticks and manual triggers."""
         return recent_firings(self.history)
@@ -104,6 +121,9 @@ class RecurringJob(StoredCall):
             "misfire_policy": self.schedule.misfire_policy,
             "jitter": self.schedule.jitter,
             "catch_up_window": self.schedule.catch_up_window,
+            "exclude": list(self.schedule.exclude or ()),
+            "max_runs": self.schedule.max_runs,
+            "runs": self.runs,
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,

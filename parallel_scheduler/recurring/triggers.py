@@ -40,9 +40,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
+from parallel_scheduler.calendars import check_exclude
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jitter import check_jitter, jitter_offset
 from parallel_scheduler.ranges import MAX_INTERVAL, check_instant, check_interval, shown
+from parallel_scheduler.recurring.max_runs import check_max_runs
 
 __all__ = [
     "MISFIRE_POLICIES",
@@ -94,6 +96,7 @@ class Schedule:
     on time and fire, whatever the policy and the cap. A tick older than ``catch_up_window``
     seconds (when set) never fires, whatever the policy (``misfires.py``). ``jitter`` seconds
     spread each tick's firing over ``[tick, tick + jitter)``, below the next tick (``jitter.py``).
+    ``max_runs`` ends the job after that many scheduled firings (``limits.py``).
 
     Only the cron is positional (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``,
     ``Schedule(every=90.0)``): ten settings cannot be passed in the wrong order.
@@ -110,6 +113,8 @@ class Schedule:
     every: float | None = None  # an interval in seconds instead of a cron expression
     jitter: float = 0.0
     catch_up_window: float | None = None
+    max_runs: int | None = None  # the job ends after this many scheduled firings (limits.py)
+    exclude: tuple[str, ...] = ()  # names of calendars of excluded dates (calendars.py)
 
     def __post_init__(self) -> None:
         if self.every is not None:
@@ -119,6 +124,7 @@ class Schedule:
         self.zone()
         self._check_bounds()
         self._check_fires()
+        object.__setattr__(self, "exclude", check_exclude(self.exclude))  # a list: a tuple
 
     def _check_interval(self) -> None:
         if self.cron:
@@ -166,6 +172,7 @@ class Schedule:
         check_jitter(self.jitter)
         if self.catch_up_window is not None:
             check_interval("catch-up window", self.catch_up_window)
+        check_max_runs(self.max_runs)
 
     def _check_fires(self) -> None:
         """Refuse start/end dates that leave no tick at all between them."""
@@ -223,7 +230,12 @@ class Schedule:
 
 #: Fields added after schedules were first stored, with their defaults: left out of the stored
 #: text at those, so a schedule that does not use them is stored exactly as before.
-_ADDED: dict[str, object] = {"jitter": 0.0, "catch_up_window": None}
+_ADDED: dict[str, object] = {
+    "jitter": 0.0,
+    "catch_up_window": None,
+    "max_runs": None,
+    "exclude": (),
+}
 
 
 @lru_cache(maxsize=SCHEDULE_CACHE)

@@ -69,7 +69,7 @@ def test_a_due_tick_fires_once_with_its_deterministic_id(storage: Storage) -> No
     recurring = client.recurring.get("report")
     assert recurring is not None and recurring.next_run_at is not None
     assert recurring.next_run_at.timestamp() == tick + HOUR
-    assert recurring.history[-1] == {"tick": tick, "job_id": job.id}
+    assert recurring.history[-1] == {"tick": tick, "job_id": job.id, "runs": 1}
 
 
 def test_a_tick_already_fired_before_a_crash_is_not_fired_again(storage: Storage) -> None:

@@ -11,12 +11,12 @@ from parallel_scheduler.recurring import history
 TICK = 1_764_000_000.0
 
 
-def test_a_trigger_is_marked_and_a_tick_is_stored_as_before() -> None:
+def test_a_trigger_is_marked_and_a_tick_is_stored_with_the_runs_counted() -> None:
     stored = history.add_history("[]", [(TICK, "r@2025-11-24T16:00:00Z")])
     stored = history.add_history(stored, [(TICK + 5, "r@trigger-x")], trigger=True)
     assert json.loads(stored) == [
-        {"tick": TICK, "job_id": "r@2025-11-24T16:00:00Z"},
-        {"tick": TICK + 5, "job_id": "r@trigger-x", "trigger": True},
+        {"tick": TICK, "job_id": "r@2025-11-24T16:00:00Z", "runs": 1},
+        {"tick": TICK + 5, "job_id": "r@trigger-x", "trigger": True, "runs": 1},
     ]
     newest, oldest = history.recent_firings(history.read_history(stored, []))
     assert newest == history.RecentFiring(
@@ -52,7 +52,7 @@ def test_an_unreadable_history_is_flagged_on_reading_and_started_afresh_on_writi
     assert history.read_history("{not json", problems) == [] and "unreadable" in problems[0]
     assert history.read_history('{"a": 1}', problems) == [] and "not a list" in problems[1]
     assert json.loads(history.add_history("{not json", [(TICK, "r@t")], trigger=True)) == [
-        {"tick": TICK, "job_id": "r@t", "trigger": True}
+        {"tick": TICK, "job_id": "r@t", "trigger": True, "runs": 0}
     ]
 
 
@@ -65,10 +65,17 @@ def test_the_last_run_never_goes_back_and_an_unusable_one_is_replaced() -> None:
 
 
 def _reference(stored: str, entries: list[tuple[float, str]], trigger: bool) -> str:
-    """``add_history`` as first written: decode everything, append, encode everything."""
+    """``add_history`` as first written: decode everything, append (counting each tick later
+    than the latest scheduled one kept), encode everything."""
     mark = {"trigger": True} if trigger else {}
-    added = [{"tick": at, "job_id": job_id, **mark} for at, job_id in entries]
-    kept = added if stored in ("", "[]") else history.read_history(stored, []) + added
+    old = [] if stored in ("", "[]") else history.read_history(stored, [])
+    runs, last = history.scheduled_runs(old), history.last_scheduled_tick(old)
+    added = []
+    for at, job_id in entries:
+        if not trigger and (last is None or at > last):
+            runs, last = runs + 1, at
+        added.append({"tick": at, "job_id": job_id, **mark, "runs": runs})
+    kept = old + added
     return json.dumps(kept[-history.HISTORY_LIMIT :], separators=(",", ":"))
 
 
@@ -108,3 +115,30 @@ def test_appending_gives_what_decoding_and_encoding_everything_gives() -> None:
     assert json.loads(history.add_history(spaced, [(TICK, "new")])) == json.loads(
         _reference(spaced, [(TICK, "new")], False)
     )
+
+
+def test_the_runs_count_scheduled_ticks_once_and_survive_the_cut() -> None:
+    # scheduled ticks count, a trigger and a tick fired again do not
+    stored = history.add_history("[]", [(TICK, "a"), (TICK + 60, "b")])
+    stored = history.add_history(stored, [(TICK + 70, "r@trigger-1")], trigger=True)
+    stored = history.add_history(stored, [(TICK + 60, "b")])  # a next run moved back
+    entries = history.read_history(stored, [])
+    assert [entry["runs"] for entry in entries] == [1, 2, 2, 2]
+    assert history.scheduled_runs(entries) == 2
+    # the count outlives a history cut to triggers only
+    for n in range(history.HISTORY_LIMIT + 3):
+        stored = history.add_history(stored, [(TICK + 100 + n, f"r@trigger-{n}")], trigger=True)
+    assert history.scheduled_runs(history.read_history(stored, [])) == 2
+    stored = history.add_history(stored, [(TICK + 120, "c")])
+    assert history.scheduled_runs(history.read_history(stored, [])) == 3
+
+
+def test_entries_written_before_runs_were_counted_are_counted_from_what_is_kept() -> None:
+    old = [{"tick": TICK, "job_id": "a"}, {"tick": TICK + 1, "job_id": "t", "trigger": True}]
+    assert history.scheduled_runs(old) == 1  # no count kept: the scheduled entries kept
+    counted = [{"tick": TICK, "job_id": "a", "runs": 7}, {"tick": TICK + 60, "job_id": "b"}]
+    assert history.scheduled_runs(counted) == 8  # one more, fired by an older version
+    odd = [{"tick": TICK, "job_id": "a", "runs": True}, {"tick": TICK, "runs": -3}]
+    assert history.scheduled_runs(odd) == 2  # unusable counts: the entries are counted
+    assert history.last_scheduled_tick(odd) == TICK
+    assert history.last_scheduled_tick([{"tick": "soon"}, {"tick": 5.0, "trigger": True}]) is None

@@ -2,7 +2,8 @@
 auth, read-only mode and CSRF rule (``guard``), described by an OpenAPI 3.1 document at
 ``/api/v1/openapi.json`` (``openapi``). Jobs (``jobs``), recurring jobs (``recurring``), the
 workers' execution outcomes (``outcomes``), the pauses of queues and tasks (``pauses``) and their
-rate limits (``limits``), the status report, and the session's CSRF token for browser use.
+rate limits (``limits``), the calendars of excluded dates (``calendars``), the status report, and
+the session's CSRF token for browser use.
 
 ``register`` adds it to the dashboard's Flask app; the app hands every API request to
 ``check_request`` instead of the pages' checks, and renders every error of an API request with
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, request, session
 
-from parallel_scheduler.dashboard.api import jobs, limits, outcomes, pauses, recurring
+from parallel_scheduler.dashboard.api import calendars, jobs, limits, outcomes, pauses, recurring
 from parallel_scheduler.dashboard.api.guard import (
     CSRF_HEADER,
     PREFIX,
@@ -64,6 +65,7 @@ def register(app: Flask) -> None:
     outcomes.register(api)
     pauses.register(api)
     limits.register(api)
+    calendars.register(api)
     api.add_url_rule("/status", "status", status)
     api.add_url_rule("/csrf-token", "csrf_token", csrf_token)
     api.add_url_rule("/openapi.json", "openapi", openapi)

@@ -64,6 +64,14 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _CURSOR = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?:[!-~]{1,200}$"}
 JOB_ID = _param("job_id", "path", "a job id", _ID)
 RECURRING_ID = _param("recurring_id", "path", "a recurring job id", _ID)
+_CALENDAR = (
+    _param(
+        "name",
+        "path",
+        "the calendar's name (1-100 printable characters, no spaces or commas)",
+        {"type": "string", "minLength": 1, "maxLength": 100},
+    ),
+)
 _PAUSE = (
     _param(
         "kind",
@@ -243,6 +251,25 @@ def paths() -> dict[str, Any]:
                 _PAUSE,
             )
         },
+        "/calendars": {
+            "get": _op("The calendars of excluded dates", (200, "CalendarList"), ()),
+        },
+        "/calendars/{name}": {
+            "get": _op("One calendar of excluded dates", (200, "Calendar"), (404,), _CALENDAR),
+            "put": _op(
+                "Create a calendar of excluded dates, or replace it whole",
+                (200, "Calendar"),
+                (403, 404),
+                _CALENDAR,
+                "CalendarPut",
+            ),
+            "delete": _op(
+                "Delete a calendar (recurring jobs naming it fire as if it were empty)",
+                (200, "CalendarRemoved"),
+                (403, 404),
+                _CALENDAR,
+            ),
+        },
         "/limits": {
             "get": _op("The rate limits of queues and tasks in force", (200, "LimitList"), ()),
             "post": _op(
@@ -286,8 +313,9 @@ def document(server: str) -> dict[str, Any]:
             "title": "parallel-scheduler dashboard API",
             "version": __version__,
             "description": (
-                "Jobs, recurring jobs, pauses, rate limits and status. Auth: the dashboard's "
-                "basic auth or bearer token. A state change not made with a bearer token needs the "
+                "Jobs, recurring jobs, pauses, rate limits, calendars and status. Auth: the "
+                "dashboard's basic auth or bearer token. A state change not made with a bearer "
+                "token needs the "
                 f"{CSRF_HEADER} header (GET /csrf-token). "
                 'Errors: {"error": {"code", "message"}}.'
             ),

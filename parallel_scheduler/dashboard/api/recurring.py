@@ -6,6 +6,7 @@ A create or ``PUT`` body is the whole recurring job: a field left out takes
 ``RecurringJobs.save``'s default, as on the command line. A ``PATCH`` body names only what
 changes: every field left out keeps its stored value, ``options`` are merged key by key (an
 option set to ``null`` is removed), and the result is saved whole with ``mode="update"``.
+``max_runs`` set to ``null`` removes the limit; the job's count of runs is kept either way.
 
 Every recurring job answered carries its firings' outcomes (``views.with_outcomes``):
 ``firing_outcomes`` (the state of each recent firing's latest recorded outcome, by job id) and
@@ -63,6 +64,8 @@ SAVE_FIELDS = (
     "misfire_grace",
     "jitter",
     "catch_up_window",
+    "max_runs",
+    "exclude",
     "enabled",
     "options",
 )
@@ -136,6 +139,8 @@ def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringR
         misfire_grace=60.0 if grace is None else grace,
         jitter=optional_number(body, "jitter"),
         catch_up_window=optional_number(body, "catch_up_window"),
+        max_runs=body.get("max_runs"),  # checked by the client, in its words
+        exclude=body.get("exclude", []),  # calendar names: checked by the client too
         enabled=typed(body, "enabled", "boolean", True),
         mode=mode,
         **_options(body),
@@ -249,6 +254,8 @@ def edit_recurring(recurring_id: str) -> Response:
         misfire_grace=_kept(grace, schedule.misfire_grace),
         jitter=_kept(_given_number(body, "jitter"), schedule.jitter),
         catch_up_window=_window(body, schedule.catch_up_window),
+        max_runs=body.get("max_runs", schedule.max_runs),  # left out: kept; null: no limit
+        exclude=body.get("exclude", schedule.exclude),  # left out: kept; []: none
         enabled=_kept(enabled, stored.enabled),
         mode="update",
         **_merged_options(stored.options, body),

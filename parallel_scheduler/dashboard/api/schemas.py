@@ -76,6 +76,16 @@ _SAVE: dict[str, Any] = {
         "minimum": 1,
         "description": "seconds: an older tick never fires, whatever the misfire policy",
     },
+    "max_runs": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "description": "end the job after this many scheduled firings; null: no limit",
+    },
+    "exclude": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "names of calendars of excluded dates (each must exist)",
+    },
     "enabled": {"type": "boolean"},
     "options": {"type": "object", "description": "send options: queue, priority, headers, ..."},
 }
@@ -182,6 +192,13 @@ SCHEMAS: dict[str, Any] = {
         misfire_policy=_MAYBE_TEXT,
         jitter={"type": ["number", "string", "null"], "description": "seconds; 0: none"},
         catch_up_window={"type": ["number", "string", "null"], "description": "seconds; or null"},
+        max_runs={"type": ["integer", "null"], "description": "the limit of scheduled firings"},
+        exclude={"type": ["array", "null"], "items": {"type": "string"}},
+        runs={
+            "type": "integer",
+            "description": "scheduled firings so far (not triggers or backfills); the job has "
+            "ended once it reaches max_runs",
+        },
         enabled={"type": "boolean"},
         next_run_at=_MAYBE_INSTANT,
         last_run_at=_MAYBE_INSTANT,
@@ -269,6 +286,31 @@ SCHEMAS: dict[str, Any] = {
         paused_at=_MAYBE_INSTANT,
     ),
     "PauseList": _object(("pauses",), pauses={"type": "array", "items": ref("Pause")}),
+    "Calendar": _object(
+        ("name", "timezone", "ranges", "days", "set_by", "set_at"),
+        name=_TEXT,
+        timezone=_TEXT,
+        ranges={
+            "type": "array",
+            "items": {"type": "array", "items": _TEXT},
+            "description": "merged inclusive [first, last] ISO date ranges",
+        },
+        days={"type": "integer"},
+        set_by=_TEXT,
+        set_at=_MAYBE_INSTANT,
+    ),
+    "CalendarList": _object(("calendars",), calendars={"type": "array", "items": ref("Calendar")}),
+    "CalendarPut": _object(
+        (),
+        False,
+        dates={
+            "type": "array",
+            "items": {"type": ["string", "array"]},
+            "description": "ISO dates, FIRST..LAST ranges or [first, last] pairs",
+        },
+        timezone={**_TEXT, "description": "IANA zone of the local dates (default UTC)"},
+    ),
+    "CalendarRemoved": _object(("name", "removed"), name=_TEXT, removed={"type": "boolean"}),
     "PauseCreate": _object(
         ("kind", "name"),
         False,

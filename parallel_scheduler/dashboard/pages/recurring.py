@@ -18,6 +18,7 @@ from typing import Any, cast
 from flask import Flask, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from parallel_scheduler.calendars import calendar_names
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
@@ -32,6 +33,7 @@ from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import utc_datetime
 from parallel_scheduler.recurring.jobs import RecurringJob
+from parallel_scheduler.recurring.max_runs import max_runs_arg
 from parallel_scheduler.recurring.triggers import MisfirePolicy
 from storage_adapters import InvalidIdentifierError, OutcomeStore, validate_job_id
 
@@ -149,6 +151,12 @@ def _save(found: RecurringJob) -> RecurringJob:
     window = schedule.catch_up_window  # an empty field removes it
     if "catch_up_window" in form:
         window = parse_seconds(form, "catch_up_window")
+    max_runs: object = schedule.max_runs  # an empty field removes the limit; the count stays
+    if "max_runs" in form:  # as typed: what is no whole number the schedule refuses, naming it
+        max_runs = max_runs_arg(parse_text(form, "max_runs", 40))
+    exclude = schedule.exclude  # an empty field excludes no calendar
+    if "exclude" in form:
+        exclude = calendar_names([parse_text(form, "exclude", 2000) or ""])
     args, kwargs, options = _call(found, form)
     start = None if schedule.start_at is None else utc_datetime(schedule.start_at)
     end: datetime | None = None if schedule.end_at is None else utc_datetime(schedule.end_at)
@@ -167,6 +175,8 @@ def _save(found: RecurringJob) -> RecurringJob:
         misfire_grace=schedule.misfire_grace if grace is None else grace,
         jitter=schedule.jitter if jitter is None else jitter,
         catch_up_window=window,
+        max_runs=max_runs,  # type: ignore[arg-type]
+        exclude=exclude,
         enabled=found.enabled,
         mode="update",
         **options,

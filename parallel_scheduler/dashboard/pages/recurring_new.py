@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from flask import Flask, flash, redirect, render_template, request, url_for
 
+from parallel_scheduler.calendars import calendar_names
 from parallel_scheduler.dashboard import schedules
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
@@ -24,6 +25,7 @@ from parallel_scheduler.dashboard.inputs import (
 )
 from parallel_scheduler.dashboard.pages.recurring import MISFIRE_POLICIES
 from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.recurring.max_runs import max_runs_arg
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule
 
 __all__ = ["register"]
@@ -46,6 +48,9 @@ def _schedule(form: Any) -> Schedule:
         misfire_policy=cast(MisfirePolicy, policy),
         jitter=parse_seconds(form, "jitter") or 0.0,
         catch_up_window=parse_seconds(form, "catch_up_window"),
+        # as typed: text that is no whole number is refused by the schedule, in its words
+        max_runs=max_runs_arg(parse_text(form, "max_runs", 40)),  # type: ignore[arg-type]
+        exclude=calendar_names([parse_text(form, "exclude", 2000) or ""]),
     )
 
 
@@ -78,6 +83,8 @@ def _create(schedule: Schedule) -> Any:
         misfire_policy=schedule.misfire_policy,
         jitter=schedule.jitter,
         catch_up_window=schedule.catch_up_window,
+        max_runs=schedule.max_runs,
+        exclude=schedule.exclude,
         mode="create",
         **options,
     )

@@ -172,6 +172,8 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
             stats.add_batch(batch.fetched, batch.outcomes)
             if batch.fetched < self.settings.batch_size:
                 break
+        if stats.deferred:
+            self.storage.after_deferring(stats.deferred)
         self._log(stats)
 
     def _made_progress(self, stats: PassStats) -> bool:

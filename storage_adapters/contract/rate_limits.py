@@ -48,6 +48,12 @@ class RateLimitStore(Protocol):
         ``tat = max(tat, slot) + interval`` (``interval = period / count``; ``tat`` starts at
         ``now``). ``None`` when no such limit is in force."""
 
+    def after_deferring(self, deferred: int) -> None:
+        """A release pass gave ``deferred`` jobs back for their limits (``defer``, or a chunk
+        settlement's): storage may tidy up after many. PostgreSQL, at ``VACUUM_AFTER`` or more,
+        vacuums the jobs table, so the due index sheds their old entries, which every claim
+        would walk first until autovacuum ran. Best effort: never raises."""
+
     def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> list[str]:
         """Give back claimed jobs that must wait for their rate limit: ``CLAIMED`` ->
         ``SCHEDULED`` (``HELD`` where a pause holds it), due at ``due_ats[i]``, which it keeps as

@@ -100,6 +100,9 @@ class RedisRateLimitStore(RedisPlumbing):
             return None
         return Reservation(float(reply[0]), tuple(float(slot) for slot in reply[1:]))
 
+    def after_deferring(self, deferred: int) -> None:
+        """Nothing to tidy: a sorted set has no dead entries."""
+
     def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> list[str]:
         dues, note = check_deferral(claims, due_ats, note)
         if not claims:

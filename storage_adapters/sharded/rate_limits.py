@@ -45,6 +45,11 @@ class ShardedRateLimitStore(ShardSet):
     def reserve_release_slots(self, kind: PauseKind, name: str, count: int) -> Reservation | None:
         return self.home.reserve_release_slots(*check_reservation(kind, name, count))
 
+    def after_deferring(self, deferred: int) -> None:
+        """Every shard tidies (a pass over the whole store deferred jobs of any shard)."""
+        for shard in self.shards:
+            shard.after_deferring(deferred)
+
     def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> list[str]:
         """Each shard's claims in one step of that shard, with their own due times; the whole
         call checked before any shard writes."""

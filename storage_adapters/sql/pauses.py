@@ -25,21 +25,15 @@ What makes them atomic against the statements accepting or giving back jobs at t
 
 from __future__ import annotations
 
-import logging
-
 from sqlalchemy.engine import Connection
 
 from storage_adapters.checks.pauses import check_pause, check_pause_name
-from storage_adapters.errors import StorageError
 from storage_adapters.records import PauseKind, PauseRecord
 from storage_adapters.sql.plumbing import SQLPlumbing
 
 __all__ = ["SQLPauseStore"]
 
 _KINDS = {kind.value for kind in PauseKind}
-#: The fewest jobs a pause or resume moves for the dialect's clean-up to run after it.
-VACUUM_AFTER = 10_000
-logger = logging.getLogger(__name__)
 
 
 class SQLPauseStore(SQLPlumbing):
@@ -81,20 +75,6 @@ class SQLPauseStore(SQLPlumbing):
             for row in rows
             if row.kind in _KINDS  # a hand-written row of another kind: listing must not crash
         ]
-
-    def _after_moving(self, moved: int) -> None:
-        """After a pause or resume that moved at least ``VACUUM_AFTER`` jobs, the dialect's
-        clean-up (PostgreSQL: ``VACUUM`` the jobs table, so the due index sheds the moved jobs'
-        old entries, which every claim would walk first until autovacuum ran). Best effort: the
-        move is committed already, so a failure is logged, never raised."""
-        command = self._dialect.after_mass_move
-        if not command or moved < VACUUM_AFTER:
-            return
-        try:
-            with self._connection() as conn:  # the engine autocommits: VACUUM runs on its own
-                conn.exec_driver_sql(command.format(jobs=self._tables.jobs.name))
-        except StorageError as exc:
-            logger.warning("could not vacuum %s after moving %d jobs: %s", self, moved, exc)
 
     def _lock_jobs_for_pause(self, conn: Connection) -> None:
         """The dialect's lock against writers of the jobs (see the module's docstring); the

@@ -16,6 +16,7 @@ invalidated in the pool, and the driver error becomes the contract's error throu
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -37,9 +38,12 @@ from storage_adapters.sql.driver import (
 from storage_adapters.sql.statements import Statements
 from storage_adapters.sql.tables import build_tables
 
-__all__ = ["ADD_JOBS_PAGE_SIZE", "RollBack", "SQLPlumbing"]
+__all__ = ["ADD_JOBS_PAGE_SIZE", "VACUUM_AFTER", "RollBack", "SQLPlumbing"]
 
 ADD_JOBS_PAGE_SIZE = 1000  # new jobs per INSERT statement
+#: The fewest jobs a pause, a resume or a pass's deferrals move for the dialect's clean-up to run.
+VACUUM_AFTER = 10_000
+logger = logging.getLogger(__name__)
 _UNDEFINED_TABLE = "42P01"
 
 
@@ -262,3 +266,18 @@ class SQLPlumbing:
     def _lease_params(self, lock: LockLease) -> dict[str, Any]:
         """The fence of a write made under ``lock`` (lock calls and recurring firings send it)."""
         return {"lock_name": lock.name, "lock_owner": lock.owner, "lock_token": lock.token}
+
+    def _after_moving(self, moved: int) -> None:
+        """After a pause, a resume or a pass's deferrals that moved at least ``VACUUM_AFTER``
+        jobs, the dialect's clean-up (PostgreSQL: ``VACUUM`` the jobs table, so the due index
+        sheds the moved jobs' old entries, which every claim would walk first until autovacuum
+        ran). Best effort: the move is committed already, so a failure is logged, never
+        raised."""
+        command = self._dialect.after_mass_move
+        if not command or moved < VACUUM_AFTER:
+            return
+        try:
+            with self._connection() as conn:  # the engine autocommits: VACUUM runs on its own
+                conn.exec_driver_sql(command.format(jobs=self._tables.jobs.name))
+        except StorageError as exc:
+            logger.warning("could not vacuum %s after moving %d jobs: %s", self, moved, exc)

@@ -119,6 +119,9 @@ class SQLRateLimitStore(SQLPlumbing):
             conn.execute(statements.write_tat, {**params, "new_tat": new_tat})
         return Reservation(now, tuple(slots))
 
+    def after_deferring(self, deferred: int) -> None:
+        self._after_moving(deferred)
+
     def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> list[str]:
         by_token = checked_deferral(claims, due_ats, note)
         statement = self._sql.rate_limits.defer

@@ -28,18 +28,16 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import redis
 
-from benchmarks.harness.report import git_commit, load_average, refuse_existing, write_once
-from benchmarks.paused_queue import one_pass, service
-from benchmarks.service_burst import POSTGRESQL, REDIS, STORE_CHUNK, _base, _broker, _check, _drop
+from benchmarks.harness.report import refuse_existing
+from benchmarks.paused_queue import one_pass, run_side_by_side, service, side_by_side_parser
+from benchmarks.service_burst import REDIS, STORE_CHUNK, _base, _broker, _check, _drop
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
 
@@ -146,37 +144,14 @@ def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=50_000, help="the burst of the other queue")
+    parser = side_by_side_parser(__doc__.split("\n\n")[0])
     parser.add_argument(
         "--limited", type=int, default=1_000_000, help="due jobs of the limited queue"
     )
     parser.add_argument("--rate", type=int, default=100, help="the limit, jobs a second")
-    parser.add_argument("--lead", type=float, default=4.0)
-    parser.add_argument(
-        "--repetitions", type=int, default=3, help="runs of each figure, interleaved (medians)"
-    )
-    parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
-    parser.add_argument("--out", type=Path)
     ns = parser.parse_args(argv)
     refuse_existing(parser, ns.out)
-    broker = redis.Redis.from_url(_broker(REDIS))
-    urls = {"postgresql": POSTGRESQL, "redis": REDIS.rsplit("/", 1)[0] + "/3"}
-    rows: list[dict[str, Any]] = []
-    document = {
-        "command": " ".join(["python -m benchmarks.limited_queue", *(argv or sys.argv[1:])]),
-        "commit": git_commit(),
-        "load_start": load_average(),
-        "rows": rows,
-    }
-    for storage in ns.storages:
-        row = measure(urls[storage], ns, broker, storage)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    document["load_end"] = load_average()
-    broker.delete("celery", LIMITED)
-    write_once(ns.out, document)
-    return 0
+    return run_side_by_side("limited_queue", argv, ns, measure, ["celery", LIMITED])
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -183,23 +184,32 @@ def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str)
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def side_by_side_parser(description: str) -> argparse.ArgumentParser:
+    """The options every side-by-side benchmark takes (this one, ``limited_queue``)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--jobs", type=int, default=50_000, help="the burst of the other queue")
-    parser.add_argument("--held", type=int, default=1_000_000, help="due jobs of the paused queue")
     parser.add_argument("--lead", type=float, default=4.0)
     parser.add_argument(
         "--repetitions", type=int, default=3, help="runs of each figure, interleaved (medians)"
     )
     parser.add_argument("--storages", nargs="+", default=["postgresql", "redis"])
     parser.add_argument("--out", type=Path)
-    ns = parser.parse_args(argv)
-    refuse_existing(parser, ns.out)
+    return parser
+
+
+Measure = Callable[[str, argparse.Namespace, redis.Redis, str], dict[str, Any]]
+
+
+def run_side_by_side(
+    module: str, argv: list[str] | None, ns: argparse.Namespace, measure: Measure, lists: list[str]
+) -> int:
+    """Each storage's row (``measure``), printed as it comes and written with the command, the
+    commit and the load average before and after; the broker ``lists`` emptied at the end."""
     broker = redis.Redis.from_url(_broker(REDIS))
     urls = {"postgresql": POSTGRESQL, "redis": REDIS.rsplit("/", 1)[0] + "/3"}
     rows: list[dict[str, Any]] = []
     document = {
-        "command": " ".join(["python -m benchmarks.paused_queue", *(argv or sys.argv[1:])]),
+        "command": " ".join([f"python -m benchmarks.{module}", *(argv or sys.argv[1:])]),
         "commit": git_commit(),
         "load_start": load_average(),
         "rows": rows,
@@ -209,9 +219,17 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     document["load_end"] = load_average()
-    broker.delete("celery", PAUSED)
+    broker.delete(*lists)
     write_once(ns.out, document)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = side_by_side_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--held", type=int, default=1_000_000, help="due jobs of the paused queue")
+    ns = parser.parse_args(argv)
+    refuse_existing(parser, ns.out)
+    return run_side_by_side("paused_queue", argv, ns, measure, ["celery", PAUSED])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ and against a brute-force oracle (tests/unit/test_dst_oracle.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -64,34 +64,30 @@ def plan_firing(
         and (following or math.inf) > now
     ):
         return FiringPlan([due], following, 0)  # the usual case: one tick, on time
-    keep = {"skip": 0, "run_once": 1, "run_all": schedule.misfire_cap}[schedule.misfire_policy]
     until = now if schedule.end_at is None else min(now, schedule.end_at)
-    fired: list[float] = []
-    kept: list[float] = []
-    missed = 0
-    for tick in ticks_back(schedule, due, until):
-        late = now - tick
-        if late <= schedule.misfire_grace and late <= window:
-            fired.append(tick)
-            continue
-        missed += 1
-        if len(kept) < keep and late <= window:
-            kept.append(tick)
-        if missed >= MISSED_COUNT_LIMIT:
-            break
-    return FiringPlan(sorted(fired + kept), next_tick(schedule, max(now, due)), missed)
+    fired, missed = _sorted_out(schedule, ticks_back(schedule, due, until), now)
+    return FiringPlan(fired, next_tick(schedule, max(now, due)), missed)
 
 
 def _plan_excluding(schedule: Schedule, due: float, now: float, excluded: Exclusion) -> FiringPlan:
     """``plan_firing`` for a schedule some of whose ticks are excluded: the same rules over the
     ticks that are not (no fast path: a calendar is read per pass, not cached per schedule)."""
+    until = now if schedule.end_at is None else min(now, schedule.end_at)
+    ticks = _included_back(schedule, due, until, excluded)
+    fired, missed = _sorted_out(schedule, ticks, now)
+    return FiringPlan(fired, next_included(schedule, max(now, due), excluded), missed)
+
+
+def _sorted_out(schedule: Schedule, ticks: Iterable[float], now: float) -> tuple[list[float], int]:
+    """The misfire rules over ``ticks`` (latest first), at storage time ``now``: the ticks to
+    fire, in order (those within the grace and the window, and of the others as many of the
+    latest as the policy keeps), and how many were missed (counted up to a limit)."""
     window = math.inf if schedule.catch_up_window is None else schedule.catch_up_window
     keep = {"skip": 0, "run_once": 1, "run_all": schedule.misfire_cap}[schedule.misfire_policy]
-    until = now if schedule.end_at is None else min(now, schedule.end_at)
     fired: list[float] = []
     kept: list[float] = []
     missed = 0
-    for tick in _included_back(schedule, due, until, excluded):
+    for tick in ticks:
         late = now - tick
         if late <= schedule.misfire_grace and late <= window:
             fired.append(tick)
@@ -101,8 +97,7 @@ def _plan_excluding(schedule: Schedule, due: float, now: float, excluded: Exclus
             kept.append(tick)
         if missed >= MISSED_COUNT_LIMIT:
             break
-    following = next_included(schedule, max(now, due), excluded)
-    return FiringPlan(sorted(fired + kept), following, missed)
+    return sorted(fired + kept), missed
 
 
 def _included_back(

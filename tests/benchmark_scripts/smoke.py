@@ -3,25 +3,33 @@ repository's root, and the run's refusal to overwrite a result someone kept."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: Held while a benchmark runs, so two workers of the suite never run two at once.
+LOCK_FILE = Path(tempfile.gettempdir()) / "parallel-scheduler-benchmark-smoke.lock"
+
 
 def run_benchmark(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m benchmarks.<module> <args>`` from the root (benchmarks is a package), its
-    output captured; a failure is the caller's to judge."""
-    return subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    output captured; a failure is the caller's to judge. One at a time across the suite's
+    workers: the benchmarks share the broker's ``celery`` list on the test Redis server."""
+    with open(LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run(
+            [sys.executable, "-m", f"benchmarks.{module}", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
 
 def assert_succeeded(done: subprocess.CompletedProcess[str]) -> None:

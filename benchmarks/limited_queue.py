@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import time
 import uuid
@@ -36,7 +35,7 @@ from typing import Any
 import redis
 
 from benchmarks.harness.report import refuse_existing
-from benchmarks.paused_queue import one_pass, run_side_by_side, service, side_by_side_parser
+from benchmarks.paused_queue import BurstStore, run_side_by_side, side_by_side, side_by_side_parser
 from benchmarks.service_burst import REDIS, STORE_CHUNK, _base, _broker, _check, _drop
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
@@ -111,36 +110,20 @@ class Store:
 def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str) -> dict[str, Any]:
     """One storage's row: the two stores side by side, runs interleaved, medians kept."""
     broker.delete("celery", LIMITED)
-    stores = {"alone": Store(url, 0, ns.rate), "beside_limited": Store(url, ns.limited, ns.rate)}
-    samples: dict[str, dict[str, list[float]]] = {
-        name: {"pass": [], "service": []} for name in stores
-    }
+    limited = Store(url, ns.limited, ns.rate)
+    stores: dict[str, BurstStore] = {"alone": Store(url, 0, ns.rate), "beside_limited": limited}
     try:
-        stores["beside_limited"].give_slots(broker)
-        for _ in range(ns.repetitions):
-            for name, store in stores.items():
-                samples[name]["pass"].append(one_pass(store, ns.jobs, broker, ns.lead))
-            for name, store in stores.items():
-                samples[name]["service"].append(service(store, ns.jobs, broker, ns.lead))
-        stores["beside_limited"].check(broker, 0)
-    finally:
+        limited.give_slots(broker)
+    except BaseException:
         for store in stores.values():
             store.drop()
+        raise
+    figures = side_by_side(stores, ns, broker, after=lambda: limited.check(broker, 0))
     row: dict[str, Any] = {
         "storage": storage, "jobs": ns.jobs, "limited": ns.limited, "rate": ns.rate,
         "limited_released": broker.llen(LIMITED),
     }  # fmt: skip
-    for name, store in stores.items():
-        row[name] = {
-            **store.facts,
-            "pass_jobs_per_s": round(statistics.median(samples[name]["pass"])),
-            "service_jobs_per_s": round(statistics.median(samples[name]["service"])),
-            "samples": {k: [round(v) for v in vs] for k, vs in samples[name].items()},
-        }
-    for figure in ("pass", "service"):
-        key = f"{figure}_jobs_per_s"
-        row[f"{figure}_ratio"] = round(row["beside_limited"][key] / row["alone"][key], 3)
-    return row
+    return {**row, **figures}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,8 +113,11 @@ class BurstStore(Protocol):
 
     url: str
     prefix: str
+    facts: dict[str, Any]
 
     def burst(self, jobs: int, lead: float) -> datetime: ...
+
+    def drop(self) -> None: ...
 
     def check(self, broker: redis.Redis, jobs: int) -> None: ...
 
@@ -157,7 +160,20 @@ def service(store: BurstStore, jobs: int, broker: redis.Redis, lead: float) -> f
 
 def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str) -> dict[str, Any]:
     """One storage's row: the two stores side by side, runs interleaved, medians kept."""
-    stores = {"alone": Store(url, 0), "beside_paused": Store(url, ns.held)}
+    stores: dict[str, BurstStore] = {"alone": Store(url, 0), "beside_paused": Store(url, ns.held)}
+    row: dict[str, Any] = {"storage": storage, "jobs": ns.jobs, "held": ns.held}
+    return {**row, **side_by_side(stores, ns, broker)}
+
+
+def side_by_side(
+    stores: dict[str, BurstStore],
+    ns: argparse.Namespace,
+    broker: redis.Redis,
+    after: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Each store's figures (``alone`` first, then the one beside), runs of the pass and of the
+    service interleaved ``ns.repetitions`` times, medians and every sample kept, and the ratios
+    beside/alone; ``after`` runs once the runs are done, before the stores are dropped."""
     samples: dict[str, dict[str, list[float]]] = {
         name: {"pass": [], "service": []} for name in stores
     }
@@ -167,10 +183,12 @@ def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str)
                 samples[name]["pass"].append(one_pass(store, ns.jobs, broker, ns.lead))
             for name, store in stores.items():
                 samples[name]["service"].append(service(store, ns.jobs, broker, ns.lead))
+        if after is not None:
+            after()
     finally:
         for store in stores.values():
             store.drop()
-    row: dict[str, Any] = {"storage": storage, "jobs": ns.jobs, "held": ns.held}
+    row: dict[str, Any] = {}
     for name, store in stores.items():
         row[name] = {
             **store.facts,
@@ -178,9 +196,10 @@ def measure(url: str, ns: argparse.Namespace, broker: redis.Redis, storage: str)
             "service_jobs_per_s": round(statistics.median(samples[name]["service"])),
             "samples": {k: [round(v) for v in vs] for k, vs in samples[name].items()},
         }
+    alone, beside = list(stores)
     for figure in ("pass", "service"):
         key = f"{figure}_jobs_per_s"
-        row[f"{figure}_ratio"] = round(row["beside_paused"][key] / row["alone"][key], 3)
+        row[f"{figure}_ratio"] = round(row[beside][key] / row[alone][key], 3)
     return row
 
 

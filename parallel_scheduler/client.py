@@ -127,6 +127,7 @@ class Client(RateLimiting, CalendarKeeping):
             self.storage, self._clock, self.settings.max_payload_bytes, retry_for
         )
         self.recurring.route = queue_router
+        self.recurring.outcomes_recorded = self.settings.record_outcomes
 
     def _call(self, fn: Callable[[], T]) -> T:
         return call_storage(fn, give_up_after=self.retry_for)
@@ -339,6 +340,20 @@ class Client(RateLimiting, CalendarKeeping):
     def resume_task(self, name: str) -> int:
         """``resume("task", name)``: returns how many held jobs are scheduled again."""
         return self.resume(PauseKind.TASK, name)
+
+    def pause_recurring(self, recurring_id: str, note: str = "", by: str | None = None) -> bool:
+        """``recurring.pause``: stop firing recurring job ``recurring_id`` until
+        ``resume_recurring``, keeping ``note`` (why, at most 1000 characters), ``by`` (who, at
+        most 255; default ``user@host`` of this process) and since when; whether it changed.
+
+        :raises InvalidArgumentError: A bad note or ``by``; nothing is written.
+        :raises InvalidJobError: No recurring job has this id.
+        """
+        return self.recurring.pause(recurring_id, note, by)
+
+    def resume_recurring(self, recurring_id: str) -> bool:
+        """``recurring.resume``: fire again from now on; the pause's note, who and when go."""
+        return self.recurring.resume(recurring_id)
 
     def pauses(self) -> list[PauseRecord]:
         """Every pause in force (kind, name, note, who, since when), by kind and name."""

@@ -27,6 +27,7 @@ from parallel_scheduler.process.status_report import status_report
 from parallel_scheduler.ranges import instant
 from parallel_scheduler.recurring.jobs import RecurringJob
 from parallel_scheduler.recurring.limits import runs_of
+from parallel_scheduler.recurring.overlap_policy import DEFAULT_OVERLAP_TIMEOUT
 from parallel_scheduler.timeline import job_timeline, outcome_view
 from storage_adapters import (
     InvalidIdentifierError,
@@ -131,7 +132,7 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
     except Exception as exc:
         problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
         names = ("cron", "every", "timezone", "misfire_policy", "jitter", "catch_up_window")
-        return dict.fromkeys((*names, "max_runs", "exclude"))
+        return dict.fromkeys((*names, "max_runs", "exclude", "overlap", "overlap_timeout"))
     return {
         "cron": raw.get("cron") or None,
         "every": _seconds(raw.get("every")),
@@ -141,6 +142,8 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
         "catch_up_window": _seconds(raw.get("catch_up_window")),
         "exclude": raw.get("exclude", []),
         "max_runs": _seconds(raw.get("max_runs")),
+        "overlap": raw.get("overlap", "allow"),
+        "overlap_timeout": _seconds(raw.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT)),
     }
 
 
@@ -151,7 +154,7 @@ def recurring_view(record: RecurringRecord) -> dict[str, Any]:
     if isinstance(view, dict):
         return view
     problems: list[str] = []
-    call, times = _read_fields(record, ("next_run_at", "last_run_at"), problems)
+    call, times = _read_fields(record, ("next_run_at", "last_run_at", "paused_at"), problems)
     schedule = _schedule_fields(record.schedule, problems)
     return {
         **call,
@@ -160,6 +163,9 @@ def recurring_view(record: RecurringRecord) -> dict[str, Any]:
         "enabled": record.enabled,
         "next_run_at": times["next_run_at"],
         "last_run_at": times["last_run_at"],
+        "pause_note": record.pause_note,
+        "paused_by": record.paused_by,
+        "paused_at": times["paused_at"],
         "problem": "; ".join(problems) or f"cannot be read as a recurring job ({view})",
     }
 

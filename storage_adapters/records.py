@@ -13,6 +13,7 @@ from typing import Literal
 
 from storage_adapters.calendar_records import CalendarRecord
 from storage_adapters.errors import InvalidIdentifierError
+from storage_adapters.recurring_records import NewRecurring, RecurringRecord
 
 __all__ = [
     "MAX_JOB_ID_LENGTH",
@@ -162,40 +163,6 @@ class ClaimedJob(_JobFields):
     #: The rate-limit slot it was last given back for (``RateLimitStore.defer``), if any: while
     #: that is still its due time, the slot is its own and it is sent without another.
     slot_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _RecurringFields:
-    """What a recurring job carries both as saved and as stored, defined once."""
-
-    id: str
-    task: str
-    payload: str
-    schedule: str
-    enabled: bool
-    next_run_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecurring(_RecurringFields):
-    """A recurring job as saved. ``schedule`` and ``history`` are JSON text the scheduler owns
-    (cron, time zone, dates, misfire policy; recent firings): storage only keeps them.
-
-    ``next_run_at`` is the next tick (storage clock), ``None`` once the schedule has ended.
-    Only ``enabled`` recurring jobs with a ``next_run_at`` are ever due.
-    """
-
-
-@dataclass(frozen=True, slots=True)
-class RecurringRecord(_RecurringFields):
-    """A stored recurring job. ``version`` grows with every write: the compare-and-set token
-    that makes a firing (or an update) act only on the state it was computed from."""
-
-    last_run_at: float | None
-    history: str
-    version: int
-    created_at: float
-    updated_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,10 +209,15 @@ class ShardedStorage(
         return self._shard_for(recurring_id).remove_recurring(recurring_id)
 
     def set_recurring_enabled(
-        self, recurring_id: str, enabled: bool, next_run_at: float | None
+        self,
+        recurring_id: str,
+        enabled: bool,
+        next_run_at: float | None,
+        note: str = "",
+        paused_by: str = "",
     ) -> bool:
         return self._shard_for(recurring_id).set_recurring_enabled(
-            recurring_id, enabled, next_run_at
+            recurring_id, enabled, next_run_at, note, paused_by
         )
 
     def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:

@@ -29,6 +29,7 @@ from parallel_scheduler.errors import ConfigurationError, InvalidJobError
 from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
 from parallel_scheduler.recurring.jobs import RecurringJob, RecurringJobs
+from parallel_scheduler.recurring.overlap_policy import DEFAULT_OVERLAP_TIMEOUT, check_overlap
 
 __all__ = ["BEAT_PREFIX", "SyncReport", "recurring_id_for", "schedule_of", "sync_beat_schedule"]
 
@@ -98,6 +99,8 @@ def _same(
         and existing.kwargs == dict(entry.get("kwargs") or {})
         and existing.options == _options(entry)
         and existing.schedule.jitter == _jitter(name, entry)
+        and (existing.schedule.overlap, existing.schedule.overlap_timeout)
+        == tuple(_overlap(name, entry).values())
         and _when(existing) == dict(when)
     )
 
@@ -111,6 +114,20 @@ def _jitter(name: str, entry: Mapping[str, Any]) -> float:
     unchanged entry compares equal to what is stored); 0 without; a bad one names the entry."""
     try:
         return check_jitter((entry.get("options") or {}).get("jitter"))
+    except InvalidJobError as exc:
+        raise InvalidJobError(f"beat entry {name!r}: {exc}") from None
+
+
+def _overlap(name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``options={"overlap": ..., "overlap_timeout": SECONDS}`` of a beat entry (``allow`` and
+    3600 without), checked; a bad one names the entry."""
+    options = entry.get("options") or {}
+    overlap = options.get("overlap", "allow")
+    timeout = options.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT)
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    try:
+        return {"overlap": overlap, "overlap_timeout": check_overlap(overlap, timeout)}
     except InvalidJobError as exc:
         raise InvalidJobError(f"beat entry {name!r}: {exc}") from None
 
@@ -150,6 +167,7 @@ def sync_beat_schedule(app: Any, recurring: RecurringJobs) -> SyncReport:
                 "kwargs": dict(entry.get("kwargs") or {}),
                 **when,
                 "jitter": _jitter(name, entry),
+                **_overlap(name, entry),
                 **_options(entry),
             }
         )

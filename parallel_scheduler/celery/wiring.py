@@ -94,6 +94,7 @@ def build_service(app: Any, settings: Settings, owner: str | None = None) -> Sch
             recurring = RecurringJobs(
                 storage, StorageClock(storage), settings.max_payload_bytes, _BEAT_SYNC_RETRY_FOR
             )
+            recurring.outcomes_recorded = settings.record_outcomes  # what overlap needs
             sync_beat_schedule(app, recurring)
     except BaseException:
         storage.close()

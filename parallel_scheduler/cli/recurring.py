@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from parallel_scheduler.calendars import calendar_names
@@ -23,10 +24,13 @@ from parallel_scheduler.cli.options import count_arg, instant_arg, interval_arg,
 from parallel_scheduler.cli.recurring_backfill import add_backfill_command
 from parallel_scheduler.cli.recurring_import import add_import_command
 from parallel_scheduler.cli.render import print_listing
+from parallel_scheduler.pausing import pauser
 from parallel_scheduler.recurring.limits import runs_text
 from parallel_scheduler.recurring.max_runs import max_runs_arg
+from parallel_scheduler.recurring.overlap_policy import DEFAULT_OVERLAP_TIMEOUT, seconds_arg
 from parallel_scheduler.timeline import timeline_line
 from parallel_scheduler.views import recurring_view, with_outcomes
+from storage_adapters.checks.pauses import check_pause_note
 from storage_adapters.errors import one_line
 
 __all__ = ["add_commands"]
@@ -59,6 +63,14 @@ def add_commands(commands: Any) -> None:
     add.add_argument(
         "--max-runs", type=max_runs_arg, metavar="N",
         help="end the job after N scheduled firings (triggers and backfills do not count)",
+    )  # fmt: skip
+    add.add_argument(
+        "--overlap", default="allow", metavar="allow|skip|buffer_one",
+        help="a tick while an earlier firing runs: fire it, skip it, or hold one until it ends",
+    )  # fmt: skip
+    add.add_argument(
+        "--overlap-timeout", type=seconds_arg, default=DEFAULT_OVERLAP_TIMEOUT, metavar="SECONDS",
+        help="an unfinished firing counts as finished this long after its tick (default 3600)",
     )  # fmt: skip
     add.add_argument(
         "--exclude", action="append", default=[], metavar="CALENDAR",
@@ -94,7 +106,10 @@ def add_commands(commands: Any) -> None:
     ):
         action = actions.add_parser(name, help=help_text)
         action.add_argument("recurring_id", metavar="ID")
-        action.set_defaults(handler=cmd_recurring_action)
+        action.set_defaults(handler=cmd_recurring_action, note="", by=None)
+        if name == "pause":
+            action.add_argument("--note", default="", help="why, for whoever sees the pause")
+            action.add_argument("--by", help="who pauses it (default: user@host)")
     add_import_command(actions)
     add_backfill_command(actions)
 
@@ -106,8 +121,8 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
             ns.recurring_id, ns.task, ns.cron, every=ns.every, args=ns.args, kwargs=ns.kwargs,
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
             misfire_cap=ns.misfire_cap, jitter=ns.jitter, catch_up_window=ns.catch_up_window,
-            max_runs=ns.max_runs, exclude=calendar_names(ns.exclude),
-            enabled=not ns.paused, mode=ns.mode, **options,
+            max_runs=ns.max_runs, exclude=calendar_names(ns.exclude), overlap=ns.overlap,
+            overlap_timeout=ns.overlap_timeout, enabled=not ns.paused, mode=ns.mode, **options,
         )  # fmt: skip
     next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
     print(f"{job.id} saved ({ns.mode}); next run {next_run}")
@@ -147,6 +162,16 @@ def _last_outcome_text(view: dict[str, Any]) -> str | None:
     return None if last is None else str(last["state"])
 
 
+def _paused_text(view: dict[str, Any]) -> str | None:
+    """A paused job's ``since <when> by <who>: <note>`` on one line; ``None`` (``-``) when it
+    is enabled or was paused by a version before pauses carried them."""
+    since, by, note = view.get("paused_at"), view.get("paused_by"), view.get("pause_note")
+    if since is None:
+        return None
+    shown = f"since {since} by {one_line(str(by or '')) or '-'}"
+    return f"{shown}: {one_line(str(note))}" if note else shown
+
+
 def cmd_recurring_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         storage = client.storage
@@ -158,6 +183,7 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
         "schedule": _schedule_text,
         "time zone": "timezone",
         "enabled": "enabled",
+        "paused": _paused_text,
         "next run": "next_run_at",
         "last run": "last_run_at",
         "runs": _runs_text,
@@ -220,14 +246,20 @@ def cmd_recurring_show(ns: argparse.Namespace) -> int:
 
 
 def cmd_recurring_action(ns: argparse.Namespace) -> int:
+    """``pause`` checks its note and who before the store is opened (the words of every other
+    entry point, exit status 2) and keeps them with the pause."""
+    note, by = check_pause_note(ns.note, pauser(ns.by))
     with open_client(ns) as client:
         recurring = client.recurring
         if ns.action == "trigger":
             print(f"{ns.recurring_id} triggered as job {recurring.trigger(ns.recurring_id)}")
             return 0
-        done = {"pause": recurring.pause, "resume": recurring.resume, "remove": recurring.remove}[
-            ns.action
-        ](ns.recurring_id)
+        acts: dict[str, Callable[[str], bool]] = {
+            "pause": partial(recurring.pause, note=note, by=by),
+            "resume": recurring.resume,
+            "remove": recurring.remove,
+        }
+        done = acts[ns.action](ns.recurring_id)
     if not done:
         shown = one_line(ns.recurring_id)
         print(f"parallel-scheduler: {shown}: no such recurring job", file=sys.stderr)

@@ -1,5 +1,7 @@
 """``recurring backfill ID --from T1 --to T2``: fire every tick of a past range of a recurring
-job once (``RecurringJobs.backfill``); run again, it creates nothing new."""
+job once (``RecurringJobs.backfill``); run again, it creates nothing new. ``--overlap skip``
+fires only the latest tick (none while a firing of the job runs); ``--overlap buffer_one`` fires
+the ticks one after another, each once the one before has finished, and waits for that."""
 
 from __future__ import annotations
 
@@ -28,18 +30,24 @@ def add_backfill_command(actions: Any) -> None:
         "--to", dest="end", type=instant_arg, required=True, metavar="ISO8601",
         help="the last instant of the range, included (not in the future)",
     )  # fmt: skip
+    command.add_argument(
+        "--overlap", default="allow", metavar="allow|skip|buffer_one",
+        help="allow: every tick at once; skip: only the latest, none while a firing runs; "
+        "buffer_one: one after another, each once the one before has finished (waits)",
+    )  # fmt: skip
     command.add_argument("--json", action="store_true", help="print {ticks, created, existing}")
     command.set_defaults(handler=cmd_recurring_backfill)
 
 
 def cmd_recurring_backfill(ns: argparse.Namespace) -> int:
     with open_client(ns) as client:
-        done = client.recurring.backfill(ns.recurring_id, ns.start, ns.end)
+        done = client.recurring.backfill(ns.recurring_id, ns.start, ns.end, ns.overlap)
     if ns.json:
         print(json.dumps(done.to_dict()))
     else:
         print(
             f"{ns.recurring_id}: {done.ticks} tick(s) from {ns.start.isoformat()} to "
             f"{ns.end.isoformat()}: {done.created} fired, {done.existing} already there"
+            + (f", {done.skipped} skipped (overlap {ns.overlap})" if ns.overlap != "allow" else "")
         )
     return 0

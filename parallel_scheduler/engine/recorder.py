@@ -59,6 +59,8 @@ class MetricsRecorder(Protocol):
 
     def misfires(self, policy: str, count: int) -> None: ...
 
+    def overlap_held(self, policy: str, count: int) -> None: ...
+
 
 class NullRecorder:
     """Metrics off: every event is dropped."""
@@ -88,6 +90,9 @@ class NullRecorder:
         pass
 
     def misfires(self, policy: str, count: int) -> None:
+        pass
+
+    def overlap_held(self, policy: str, count: int) -> None:
         pass
 
 

@@ -129,6 +129,7 @@ class FireResult(NamedTuple):
     created: int = 0  # firing jobs created
     existed: int = 0  # firing jobs that existed already (a repeated attempt at a tick)
     missed: int = 0  # ticks late by more than the misfire grace
+    skipped: int = 0  # ticks not fired while an earlier firing ran (the job's overlap policy)
 
 
 @dataclass
@@ -142,6 +143,7 @@ class RecurringPassStats:
     existed: int = 0  # firing jobs that existed already (a repeated attempt at a tick)
     stale: int = 0  # another writer changed the recurring job first
     missed: int = 0  # ticks late by more than the misfire grace
+    skipped: int = 0  # ticks held back by overlap: skipped, or collapsed into a buffered one
     failed: int = 0
     duration: float = 0.0
 
@@ -149,6 +151,7 @@ class RecurringPassStats:
         self.created += result.created
         self.existed += result.existed
         self.missed += result.missed
+        self.skipped += result.skipped
         if result.outcome is FireOutcome.FIRED:
             self.fired += 1
         elif result.outcome is FireOutcome.STALE:

@@ -53,6 +53,7 @@ from parallel_scheduler.engine.recorder import (
 )
 from parallel_scheduler.errors import ConfigurationError
 from parallel_scheduler.process.http_endpoint import HealthCheck, metrics_app, serve
+from parallel_scheduler.recurring.overlap_policy import HOLDING_POLICIES
 from parallel_scheduler.recurring.triggers import MISFIRE_POLICIES
 from parallel_scheduler.version import __version__
 from storage_adapters import ClaimedJob, JobState, JobStore, ReleaseStore
@@ -145,6 +146,12 @@ class PrometheusRecorder:
         self._misfires = counter(
             "misfires", "Recurring ticks missed by more than the grace, by misfire policy", "policy"
         )
+        self._overlap_held = counter(
+            "overlap_held",
+            "Recurring ticks not fired while an earlier firing ran (skipped, or collapsed into "
+            "a buffered one), by overlap policy",
+            "policy",
+        )
         # Every labelled series exists from the start at 0, so rate() and alerts see it at once.
         for path in RELEASE_PATHS:
             self._released.labels(path)
@@ -158,6 +165,8 @@ class PrometheusRecorder:
             self._lock_held.labels(lock, "0").set(0)
         for policy in MISFIRE_POLICIES:
             self._misfires.labels(policy)
+        for held in HOLDING_POLICIES:
+            self._overlap_held.labels(held)
 
     def released(self, path: str, count: int) -> None:
         if count:
@@ -198,6 +207,10 @@ class PrometheusRecorder:
     def misfires(self, policy: str, count: int) -> None:
         if count:
             self._misfires.labels(policy).inc(count)
+
+    def overlap_held(self, policy: str, count: int) -> None:
+        if count:
+            self._overlap_held.labels(policy).inc(count)
 
 
 class GaugedStore(JobStore, ReleaseStore, ClockSource, Protocol):

@@ -10,13 +10,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from parallel_scheduler.calendars import check_exclude
-from parallel_scheduler.errors import InvalidJobError
+from parallel_scheduler.errors import InvalidItemError, InvalidJobError
 from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.jobs import JobSpec, display_instant
+from parallel_scheduler.recurring.overlap_policy import (
+    DEFAULT_OVERLAP_TIMEOUT,
+    OverlapPolicy,
+    check_recorded,
+)
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule, next_tick
 from storage_adapters import InvalidIdentifierError, NewRecurring, validate_job_id
 
-__all__ = ["MAX_RECURRING_ID_LENGTH", "new_recurring", "validate_recurring_id"]
+__all__ = ["MAX_RECURRING_ID_LENGTH", "item_record", "new_recurring", "validate_recurring_id"]
 
 MAX_RECURRING_ID_LENGTH = 200 - len("@trigger-2026-01-01T00:00:00.000000Z")
 
@@ -54,13 +59,17 @@ def new_recurring(
     catch_up_window: float | timedelta | None = None,
     exclude: Sequence[str] = (),
     max_runs: int | None = None,
+    overlap: OverlapPolicy = "allow",
+    overlap_timeout: float | timedelta = DEFAULT_OVERLAP_TIMEOUT,
+    outcomes_recorded: bool = True,
     enabled: bool = True,
     now: float,
     max_payload_bytes: int,
     **options: Any,
 ) -> NewRecurring:
     """The recurring job as stored, every argument validated (``RecurringJobs.save`` documents
-    them), its next run the first tick after ``now``; ``InvalidJobError`` names what is wrong."""
+    them), its next run the first tick after ``now``; ``InvalidJobError`` names what is wrong.
+    ``outcomes_recorded``: ``Settings.record_outcomes``, which an ``overlap`` needs."""
     validate_recurring_id(recurring_id)
     schedule = Schedule(
         cron,
@@ -75,7 +84,10 @@ def new_recurring(
         catch_up_window=_seconds(catch_up_window),
         exclude=check_exclude(exclude),
         max_runs=max_runs,
+        overlap=overlap,
+        overlap_timeout=_seconds(overlap_timeout),  # type: ignore[arg-type]
     )
+    check_recorded(schedule.overlap, outcomes_recorded)
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload
     upcoming = next_tick(schedule, now)
@@ -92,6 +104,45 @@ def new_recurring(
         enabled=enabled,
         next_run_at=upcoming,
     )
+
+
+def item_record(
+    position: int,
+    item: Mapping[str, Any],
+    now: float,
+    max_payload_bytes: int,
+    outcomes_recorded: bool = True,
+) -> NewRecurring:
+    """One ``save_many`` item as it is stored, or ``InvalidItemError`` naming the item."""
+    if not isinstance(item, Mapping):
+        raise InvalidItemError(
+            f"recurring job #{position}: a mapping of save()'s arguments is expected, "
+            f"not {type(item).__name__}; nothing was written",
+            position,
+        )
+    fields = dict(item)
+    recurring_id = fields.pop("id", None)
+    try:
+        if not isinstance(recurring_id, str):
+            raise InvalidJobError("its id (the key 'id') is missing or not text")
+        task = fields.pop("task", None)
+        if not isinstance(task, str):
+            raise InvalidJobError("its task (the key 'task') is missing or not text")
+        if "mode" in fields or "now" in fields:
+            raise InvalidJobError("'mode' is save_many's argument, not an item's")
+        return new_recurring(
+            recurring_id,
+            task,
+            now=now,
+            max_payload_bytes=max_payload_bytes,
+            outcomes_recorded=outcomes_recorded,
+            **fields,
+        )
+    except (InvalidJobError, TypeError) as exc:
+        shown = f" ({recurring_id!r})" if isinstance(recurring_id, str) else ""
+        raise InvalidItemError(
+            f"recurring job #{position}{shown}: {exc}; nothing was written", position
+        ) from None
 
 
 def _seconds(value: float | timedelta | None) -> float | None:

@@ -6,12 +6,19 @@ idempotent ``add_jobs``. So a backfill run twice, a backfill over ticks that alr
 a scheduler firing a tick while it is backfilled all leave one job per tick. Backfilled jobs are
 due in the past, so the delayed scheduler releases them at its next pass; the recurring job's
 next run, last run and recent firings are left as they are.
+
+``overlap`` (``overlap.py``'s rule for what runs): ``allow`` (the default) fires every tick at
+once. ``skip`` fires only the range's latest tick, and nothing when a firing of the job runs.
+``buffer_one`` fires the ticks one after another, earliest first, each once the one before has
+finished (a final outcome, or ``overlap_timeout`` seconds after it was fired), the first once no
+kept firing of the job runs: the call returns when the last one is fired.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -20,6 +27,8 @@ from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.firing_ids import firing_id
 from parallel_scheduler.jobs import display_instant
 from parallel_scheduler.queues import QueueRouter, payload_queue
+from parallel_scheduler.recurring.overlap import recent_ids, running_jobs
+from parallel_scheduler.recurring.overlap_policy import check_overlap
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at, next_tick
 from storage_adapters import NewJob, RecurringRecord, Storage
 
@@ -29,19 +38,25 @@ __all__ = ["BACKFILL_LIMIT", "Backfill", "backfill"]
 BACKFILL_LIMIT = 10_000
 #: Ticks written per storage call.
 _CHUNK = 1_000
+#: Seconds between two looks at whether a ``buffer_one`` backfill's last firing has finished.
+WAIT_POLL = 1.0
 
 
 @dataclass(frozen=True)
 class Backfill:
-    """What a backfill did: the ticks of the range, how many jobs it created, and how many
-    were there already (fired by a scheduler or an earlier backfill)."""
+    """What a backfill did: the ticks of the range, how many jobs it created, how many were
+    there already (fired by a scheduler or an earlier backfill), and, with an ``overlap`` other
+    than ``allow``, how many ticks it did not fire."""
 
     ticks: int
     created: int
     existing: int
+    skipped: int = 0
+    overlap: str = "allow"
 
     def to_dict(self) -> dict[str, int]:
-        return {"ticks": self.ticks, "created": self.created, "existing": self.existing}
+        done = {"ticks": self.ticks, "created": self.created, "existing": self.existing}
+        return done if self.overlap == "allow" else {**done, "skipped": self.skipped}
 
 
 def backfill(
@@ -52,10 +67,13 @@ def backfill(
     end: datetime,
     now: float,
     route: QueueRouter | None = None,
+    overlap: str = "allow",
+    clock: Callable[[], float] | None = None,
 ) -> Backfill:
     """Fire every tick of ``record`` from ``start`` to ``end`` (both included, both aware and
     not after ``now``, the storage clock); ``InvalidJobError`` names what is wrong, and then
-    nothing is written. ``route``: the queue of a call whose options name none (``queues.py``)."""
+    nothing is written. ``route``: the queue of a call whose options name none (``queues.py``).
+    ``overlap``: see the module; ``clock`` (default storage's) times a ``buffer_one`` wait."""
     low, high = _instant(start, "from"), _instant(end, "to")
     if high < low:
         raise InvalidJobError(
@@ -67,6 +85,7 @@ def backfill(
             f"{display_instant(now)}): future ticks fire on their own"
         )
     schedule = _schedule(record)
+    check_overlap(overlap, schedule.overlap_timeout)
     ticks = _ticks(schedule, low, high)
     queue = payload_queue(record.task, record.payload, route)
     jobs = [
@@ -74,11 +93,50 @@ def backfill(
                firing_due_at(record.id, schedule, tick), queue=queue)
         for tick in ticks
     ]  # fmt: skip
+    if overlap == "skip":
+        if not jobs or running_jobs(
+            storage, recent_ids(record.history, now, schedule.overlap_timeout)
+        ):
+            return Backfill(len(ticks), 0, 0, len(ticks), overlap)
+        created = sum(call(partial(storage.add_jobs, jobs[-1:])))
+        return Backfill(len(ticks), created, 1 - created, len(ticks) - 1, overlap)
+    if overlap == "buffer_one":
+        clock = clock or storage.now
+        created = _one_after_another(storage, call, record, jobs, schedule.overlap_timeout, clock)
+        return Backfill(len(ticks), created, len(ticks) - created, 0, overlap)
     created = sum(
         sum(call(partial(storage.add_jobs, jobs[first : first + _CHUNK])))
         for first in range(0, len(jobs), _CHUNK)
     )
     return Backfill(len(ticks), created, len(ticks) - created)
+
+
+def _one_after_another(
+    storage: Storage,
+    call: Callable[[Callable[[], list[bool]]], list[bool]],
+    record: RecurringRecord,
+    jobs: Sequence[NewJob],
+    timeout: float,
+    clock: Callable[[], float],
+) -> int:
+    """Fire ``jobs`` one at a time, each once nothing before it runs; returns how many were
+    created. The kept firings count while younger than ``timeout`` (from their tick), each
+    backfilled one until ``timeout`` after it was fired."""
+    created = 0
+    waiting_for: list[str] = []
+    fired_at = clock()
+    for job in jobs:
+        while True:
+            now = clock()
+            ids = waiting_for if waiting_for else recent_ids(record.history, now, timeout)
+            if waiting_for and now - fired_at >= timeout:
+                break
+            if not running_jobs(storage, ids):
+                break
+            time.sleep(WAIT_POLL)
+        created += sum(call(partial(storage.add_jobs, [job])))
+        waiting_for, fired_at = [job.id], clock()
+    return created
 
 
 def _instant(moment: object, name: str) -> float:

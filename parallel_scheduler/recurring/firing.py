@@ -5,7 +5,8 @@ adds its firing jobs and advances its next run with a compare-and-set on its ver
 has a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a no-op in
 storage and every tick fires exactly once, even across crashes and racing schedulers. A job's
 ``max_runs`` trims its plan to the runs left (``limits.py``); the count is in the history the
-same step writes, under the same compare-and-set.
+same step writes, under the same compare-and-set. A job's ``overlap`` policy holds its ticks back
+while an earlier firing runs (``overlap.py``: read before the step, written by it).
 
 Where storage and the broker's lists share a Redis server (``FiringPush.firing_list_db``, found
 by the delayed scheduler's one-script release), the same step pushes each new firing that is
@@ -32,6 +33,7 @@ from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.limits import limit_plan
 from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
+from parallel_scheduler.recurring.overlap import Planned, apply_overlap
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at
 from storage_adapters import (
     ClaimedJob,
@@ -89,7 +91,9 @@ def fire_chunk(
     a schedule excludes that are not among them go into ``missing``, for the pass to warn once."""
     results: list[FireResult | None] = [None] * len(records)
     planned: list[PlannedFiring] = []
-    plans: list[tuple[int, Schedule, FiringPlan]] = []
+    plans: list[tuple[int, Schedule, FiringPlan, int]] = []
+    staged: list[Planned] = []
+    positions: list[int] = []
     moment = now()
     for position, record in enumerate(records):
         if record.next_run_at is None:
@@ -101,30 +105,40 @@ def fire_chunk(
             plan = plan_firing(schedule, record.next_run_at, moment, calendars)
             if missing is not None and calendars is not None:
                 missing.update(name for name in schedule.exclude if name not in calendars)
-            # the count read at the version the firing is planned from: the compare-and-set
-            # that guards the firing guards the count, so racing schedulers cannot exceed it
-            plan = limit_plan(plan, schedule.max_runs, record.history)
         except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
             # A row written by hand or before the checks: left as it is, reported, not fired.
             logger.error("recurring job %s is unusable: %s", record.id, exc)
             results[position] = FireResult(FireOutcome.FAILED)
             continue
+        staged.append((record, schedule, plan))
+        positions.append(position)
+    overlapped = apply_overlap(storage, staged, moment, calendars)  # reads only if a job needs
+    for position, (record, schedule, _), (plan, held_back) in zip(
+        positions, staged, overlapped, strict=True
+    ):
+        # the count read at the version the firing is planned from: the compare-and-set
+        # that guards the firing guards the count, so racing schedulers cannot exceed it
+        plan = limit_plan(plan, schedule.max_runs, record.history)
         planned.append(_planned(record, schedule, plan, envelope, route))
-        plans.append((position, schedule, plan))
+        plans.append((position, schedule, plan, held_back))
     replies = _fire(storage, held, planned, push)
     misfires: Counter[str] = Counter()
-    for (position, schedule, plan), reply in zip(plans, replies, strict=True):
+    overlapped_by: Counter[str] = Counter()
+    for (position, schedule, plan, held_back), reply in zip(plans, replies, strict=True):
         if reply is None:
             results[position] = FireResult(FireOutcome.STALE)
             continue
         created = sum(reply)
         results[position] = FireResult(
-            FireOutcome.FIRED, created, len(reply) - created, plan.missed
+            FireOutcome.FIRED, created, len(reply) - created, plan.missed, held_back
         )
         misfires[schedule.misfire_policy] += plan.missed
+        overlapped_by[schedule.overlap] += held_back
     metrics.fired(sum(result.created for result in results if result is not None))
     for policy, missed in misfires.items():
         metrics.misfires(policy, missed)
+    for policy, count in overlapped_by.items():
+        metrics.overlap_held(policy, count)
     return [result for result in results if result is not None]
 
 

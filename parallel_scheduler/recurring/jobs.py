@@ -26,9 +26,11 @@ from parallel_scheduler.clock import StorageClock
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidItemError, InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.firing_ids import firing_id, trigger_id
+from parallel_scheduler.pausing import pauser
 from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_page
-from parallel_scheduler.recurring.accepting import new_recurring
+from parallel_scheduler.recurring import overlap_policy
+from parallel_scheduler.recurring.accepting import item_record, new_recurring
 from parallel_scheduler.recurring.backfill import Backfill, backfill
 from parallel_scheduler.recurring.excluding import with_calendars
 from parallel_scheduler.recurring.history import (
@@ -49,6 +51,7 @@ from storage_adapters import (
     SaveMode,
     Storage,
 )
+from storage_adapters.checks.pauses import check_pause_note
 from storage_adapters.checks.values import SAVE_MODES
 from storage_adapters.shard_guard import verify_shard_count
 
@@ -75,7 +78,7 @@ class RecurringJobs:
 
         client.recurring.save("nightly-report", "reports.build", "30 2 * * *",
                               timezone="Europe/Berlin", args=["eu"], queue="reports")
-        client.recurring.pause("nightly-report")
+        client.recurring.pause("nightly-report", note="reports DB migration")
         client.recurring.resume("nightly-report")
         client.recurring.trigger("nightly-report")  # one extra firing now
         client.recurring.remove("nightly-report")
@@ -84,6 +87,9 @@ class RecurringJobs:
     #: Where a firing made here (a trigger, a backfill) goes when its options name no queue: the
     #: Celery plugin's client sets its app's router (``queues.py``); ``None``: unknown.
     route: QueueRouter | None = None
+    #: Whether execution outcomes are recorded (``Settings.record_outcomes``, set by ``Client``):
+    #: off, an ``overlap`` other than ``"allow"`` is refused (``overlap_policy.check_recorded``).
+    outcomes_recorded: bool = True
 
     def __init__(
         self, storage: Storage, clock: StorageClock, max_payload_bytes: int, retry_for: float
@@ -116,6 +122,8 @@ class RecurringJobs:
         catch_up_window: float | timedelta | None = None,
         exclude: Sequence[str] = (),
         max_runs: int | None = None,
+        overlap: overlap_policy.OverlapPolicy = "allow",
+        overlap_timeout: float | timedelta = overlap_policy.DEFAULT_OVERLAP_TIMEOUT,
         enabled: bool = True,
         mode: SaveMode = "create",
         **options: Any,
@@ -153,6 +161,11 @@ class RecurringJobs:
         :param max_runs: end the job after this many scheduled firings (a whole number, at
             least 1; triggers and backfills do not count); ``None`` (default): no limit. An
             update keeps the count, so a higher limit resumes a job its limit ended.
+        :param overlap: a tick while an earlier firing has not finished: ``"allow"`` (default)
+            fires it, ``"skip"`` does not, ``"buffer_one"`` fires it once they have finished
+            (one, however many came). Needs execution outcomes (``overlap.py``).
+        :param overlap_timeout: seconds (or a ``timedelta``) after its tick at which a firing
+            with no final outcome (its worker died) counts as finished; 3600 by default.
         :param enabled: ``False`` saves it paused.
         :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
         :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
@@ -179,6 +192,9 @@ class RecurringJobs:
             catch_up_window=catch_up_window,
             exclude=exclude,
             max_runs=max_runs,
+            overlap=overlap,
+            overlap_timeout=overlap_timeout,
+            outcomes_recorded=self.outcomes_recorded,
             enabled=enabled,
             now=self._clock.now(),
             max_payload_bytes=self._max_payload_bytes,
@@ -246,7 +262,9 @@ class RecurringJobs:
         records: list[NewRecurring] = []
         seen: dict[str, int] = {}
         for position, item in enumerate(recurring_jobs, start=1):
-            record = self._item_record(position, item, now)
+            record = item_record(
+                position, item, now, self._max_payload_bytes, self.outcomes_recorded
+            )
             if record.id in seen:
                 raise InvalidItemError(
                     f"recurring job #{position} ({record.id!r}): the id is also item "
@@ -256,33 +274,6 @@ class RecurringJobs:
             seen[record.id] = position
             records.append(record)
         return records
-
-    def _item_record(self, position: int, item: Mapping[str, Any], now: float) -> NewRecurring:
-        """One ``save_many`` item as it is stored, or ``InvalidJobError`` naming the item."""
-        if not isinstance(item, Mapping):
-            raise InvalidItemError(
-                f"recurring job #{position}: a mapping of save()'s arguments is expected, "
-                f"not {type(item).__name__}; nothing was written",
-                position,
-            )
-        fields = dict(item)
-        recurring_id = fields.pop("id", None)
-        try:
-            if not isinstance(recurring_id, str):
-                raise InvalidJobError("its id (the key 'id') is missing or not text")
-            task = fields.pop("task", None)
-            if not isinstance(task, str):
-                raise InvalidJobError("its task (the key 'task') is missing or not text")
-            if "mode" in fields or "now" in fields:
-                raise InvalidJobError("'mode' is save_many's argument, not an item's")
-            return new_recurring(
-                recurring_id, task, now=now, max_payload_bytes=self._max_payload_bytes, **fields
-            )
-        except (InvalidJobError, TypeError) as exc:
-            shown = f" ({recurring_id!r})" if isinstance(recurring_id, str) else ""
-            raise InvalidItemError(
-                f"recurring job #{position}{shown}: {exc}; nothing was written", position
-            ) from None
 
     def _verify_shards(self) -> None:
         """Once: a store of another shard count would never fire what is saved in it."""
@@ -306,15 +297,18 @@ class RecurringJobs:
         records = self._call(lambda: self._storage.list_recurring(limit, offset))
         return [RecurringJob.from_record(r) for r in records]
 
-    def pause(self, recurring_id: str) -> bool:
-        """Stop firing until ``resume``; returns whether the job was changed.
+    def pause(self, recurring_id: str, note: str = "", by: str | None = None) -> bool:
+        """Stop firing until ``resume``, keeping why (``note``, at most 1000 characters) and who
+        (``by``, at most 255; default ``user@host`` of this process); returns whether the job was
+        changed. Pausing again replaces the note and who; since when stays.
 
+        :raises InvalidArgumentError: a bad note or ``by``; nothing is written.
         :raises InvalidJobError: no recurring job has this id.
         """
+        why, who = check_pause_note(note, pauser(by))
         record = self._existing(recurring_id)
-        return call_storage(
-            lambda: self._storage.set_recurring_enabled(recurring_id, False, record.next_run_at)
-        )
+        pause = partial(self._storage.set_recurring_enabled, recurring_id, False)
+        return call_storage(lambda: pause(record.next_run_at, why, who))
 
     def resume(self, recurring_id: str) -> bool:
         """Resume from now on: ticks that passed while paused are not fired.
@@ -373,7 +367,9 @@ class RecurringJobs:
             return None
         return job.id
 
-    def backfill(self, recurring_id: str, start: datetime, end: datetime) -> Backfill:
+    def backfill(
+        self, recurring_id: str, start: datetime, end: datetime, overlap: str = "allow"
+    ) -> Backfill:
         """Fire every tick of a past range once, as the scheduler would have (``backfill.py``).
 
         :param start: the first instant of the range (an aware ``datetime``), included.
@@ -381,13 +377,19 @@ class RecurringJobs:
         :returns: how many ticks the range holds, how many jobs were created, and how many
             existed already (a second backfill of the same range creates none). Backfilled
             ticks do not count against ``max_runs``.
+        :param overlap: ``"skip"`` fires only the latest tick, none while a firing runs;
+            ``"buffer_one"`` fires them one after another, each once the one before finished
+            (this call waits for that). ``"allow"`` (default): all at once.
         :raises InvalidJobError: no such recurring job, a naive or reversed range, one that ends
             in the future or holds more than ``BACKFILL_LIMIT`` ticks; nothing is written.
         """
+        overlap_policy.check_recorded(overlap, self.outcomes_recorded)
         record = self._existing(recurring_id)
         self._verify_shards()
         now = self._clock.now()
-        return backfill(self._storage, self._call, record, start, end, now, self.route)
+        return backfill(
+            self._storage, self._call, record, start, end, now, self.route, overlap, self._clock.now
+        )
 
     def remove(self, recurring_id: str) -> bool:
         """Delete the recurring job (its firings already created stay); returns whether it

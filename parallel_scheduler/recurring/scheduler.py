@@ -125,13 +125,15 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             logger.info(
                 "recurring pass: %d recurring job(s) fired, %d firing(s) created, "
                 "%d firing(s) already existed, %d stale recurring job(s), "
-                "%d missed occurrence(s), %d recurring job(s) failed",
+                "%d missed occurrence(s), %d recurring job(s) failed, "
+                "%d tick(s) held back by overlap",
                 stats.fired,
                 stats.created,
                 stats.existed,
                 stats.stale,
                 stats.missed,
                 stats.failed,
+                stats.skipped,
                 extra=pass_event(stats.as_dict()),
             )
 

@@ -79,6 +79,11 @@ class RecurringJob(StoredCall):
     #: (an unusable schedule is then shown as stored, not validated; an out-of-range next/last
     #: run is shown as None)
     problem: str | None = None
+    #: While paused: why, who paused it and since when (``None`` when enabled, or paused by a
+    #: version before pauses carried them)
+    pause_note: str | None = None
+    paused_by: str | None = None
+    paused_at: datetime | None = None
 
     @classmethod
     def from_record(cls, record: RecurringRecord) -> RecurringJob:
@@ -93,6 +98,9 @@ class RecurringJob(StoredCall):
             next_run_at=_shown_instant("next_run_at", record.next_run_at, problems),
             last_run_at=_shown_instant("last_run_at", record.last_run_at, problems),
             history=read_history(record.history, problems),
+            pause_note=record.pause_note,
+            paused_by=record.paused_by,
+            paused_at=_shown_instant("paused_at", record.paused_at, problems),
             problem="; ".join(problems) or None,
         )
 
@@ -124,9 +132,14 @@ class RecurringJob(StoredCall):
             "exclude": list(self.schedule.exclude or ()),
             "max_runs": self.schedule.max_runs,
             "runs": self.runs,
+            "overlap": self.schedule.overlap,
+            "overlap_timeout": self.schedule.overlap_timeout,
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,
+            "pause_note": self.pause_note,
+            "paused_by": self.paused_by,
+            "paused_at": self.paused_at.isoformat() if self.paused_at else None,
             "recent_firings": [firing.to_dict() for firing in self.recent_firings()],
             "problem": self.problem,
         }

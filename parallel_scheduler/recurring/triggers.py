@@ -44,6 +44,7 @@ from parallel_scheduler.calendars import check_exclude
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jitter import check_jitter, jitter_offset
 from parallel_scheduler.ranges import MAX_INTERVAL, check_instant, check_interval, shown
+from parallel_scheduler.recurring import overlap_policy
 from parallel_scheduler.recurring.max_runs import check_max_runs
 
 __all__ = [
@@ -96,7 +97,8 @@ class Schedule:
     on time and fire, whatever the policy and the cap. A tick older than ``catch_up_window``
     seconds (when set) never fires, whatever the policy (``misfires.py``). ``jitter`` seconds
     spread each tick's firing over ``[tick, tick + jitter)``, below the next tick (``jitter.py``).
-    ``max_runs`` ends the job after that many scheduled firings (``limits.py``).
+    ``max_runs`` ends the job after that many scheduled firings (``limits.py``). ``overlap``
+    says what a tick does while an earlier firing runs (``overlap_policy.py``, ``overlap.py``).
 
     Only the cron is positional (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``,
     ``Schedule(every=90.0)``): ten settings cannot be passed in the wrong order.
@@ -115,6 +117,8 @@ class Schedule:
     catch_up_window: float | None = None
     max_runs: int | None = None  # the job ends after this many scheduled firings (limits.py)
     exclude: tuple[str, ...] = ()  # names of calendars of excluded dates (calendars.py)
+    overlap: overlap_policy.OverlapPolicy = "allow"  # a tick while an earlier firing runs
+    overlap_timeout: float = overlap_policy.DEFAULT_OVERLAP_TIMEOUT  # then counted as finished
 
     def __post_init__(self) -> None:
         if self.every is not None:
@@ -173,6 +177,7 @@ class Schedule:
         if self.catch_up_window is not None:
             check_interval("catch-up window", self.catch_up_window)
         check_max_runs(self.max_runs)
+        overlap_policy.check_schedule(self)
 
     def _check_fires(self) -> None:
         """Refuse start/end dates that leave no tick at all between them."""
@@ -235,6 +240,8 @@ _ADDED: dict[str, object] = {
     "catch_up_window": None,
     "max_runs": None,
     "exclude": (),
+    "overlap": "allow",
+    "overlap_timeout": overlap_policy.DEFAULT_OVERLAP_TIMEOUT,
 }
 
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 from storage_adapters.errors import InvalidArgumentError
 from storage_adapters.records import MAX_TASK_NAME_LENGTH, PauseKind
 
-__all__ = ["MAX_PAUSED_BY_LENGTH", "MAX_PAUSE_NOTE_LENGTH", "check_pause", "check_pause_name"]
+__all__ = [
+    "MAX_PAUSED_BY_LENGTH",
+    "MAX_PAUSE_NOTE_LENGTH",
+    "check_pause",
+    "check_pause_name",
+    "check_pause_note",
+]
 
 #: The longest note a pause keeps (why it was paused, for the people who see it).
 MAX_PAUSE_NOTE_LENGTH = 1000
@@ -39,6 +45,12 @@ def check_pause(
     """All of a new pause, checked: ``check_pause_name``, then a note of at most 1000 and a
     ``paused_by`` of at most 255 characters (either may be empty)."""
     checked, checked_name = check_pause_name(kind, name)
+    return (checked, checked_name, *check_pause_note(note, paused_by))
+
+
+def check_pause_note(note: object, paused_by: object) -> tuple[str, str]:
+    """A pause's note (at most 1000 characters) and ``paused_by`` (at most 255), either may be
+    empty: one rule for the pauses of queues and tasks and those of recurring jobs."""
     for what, value, limit in (
         ("note", note, MAX_PAUSE_NOTE_LENGTH),
         ("paused_by", paused_by, MAX_PAUSED_BY_LENGTH),
@@ -47,4 +59,4 @@ def check_pause(
             raise InvalidArgumentError(
                 f"a pause's {what} must be a string of at most {limit} characters"
             )
-    return checked, checked_name, str(note), str(paused_by)
+    return str(note), str(paused_by)

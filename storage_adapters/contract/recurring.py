@@ -21,7 +21,9 @@ class RecurringStore(Protocol):
         ``create`` raises ``RecordExistsError`` if the id exists, ``update`` raises
         ``RecordNotFoundError`` if it does not (both are ``KeyError``); neither writes anything
         then. An update replaces task, payload, schedule, enabled
-        and next_run_at, keeps last_run_at, history and created_at, and bumps the version.
+        and next_run_at, keeps last_run_at, history and created_at, and bumps the version; one
+        that enables it clears its pause's note, who and when, one that keeps it paused keeps
+        them.
         """
 
     def save_recurring_many(
@@ -45,10 +47,19 @@ class RecurringStore(Protocol):
         """Delete a recurring job (its firings already made stay); ``False`` if missing."""
 
     def set_recurring_enabled(
-        self, recurring_id: str, enabled: bool, next_run_at: float | None
+        self,
+        recurring_id: str,
+        enabled: bool,
+        next_run_at: float | None,
+        note: str = "",
+        paused_by: str = "",
     ) -> bool:
         """Pause (``enabled=False``) or resume a recurring job, setting its next run too.
 
+        A pause keeps ``note`` (why) and ``paused_by`` (who) as the record's ``pause_note`` and
+        ``paused_by``, and since when as ``paused_at`` (storage clock; pausing a paused job again
+        replaces the note and who, and keeps the time); a resume clears all three. A bad note or
+        ``paused_by`` (``check_pause_note``) raises ``InvalidArgumentError`` and writes nothing.
         Bumps the version; ``False`` if missing.
         """
 

@@ -5,8 +5,9 @@ error mapping) of ``redis/plumbing.py``. Every method is one round trip, and eve
 one script.
 
 Keys: ``rec:<id>`` (hash; ``next_run_at`` and ``last_run_at`` are ``''`` for none, ``enabled`` is
-``'1'`` or ``'0'``), ``rec_ids`` (every id with score 0, so ranks are in id order) and ``rec_due``
-(by ``next_run_at``: exactly the enabled ones that have a next run, so due ones are a range).
+``'1'`` or ``'0'``; ``pause_note``, ``paused_by`` and ``paused_at`` only while it is paused),
+``rec_ids`` (every id with score 0, so ranks are in id order) and ``rec_due`` (by
+``next_run_at``: exactly the enabled ones that have a next run, so due ones are a range).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 
 from storage_adapters.checks.lookups import checked_id_batch, names_no_job
+from storage_adapters.checks.pauses import check_pause_note
 from storage_adapters.checks.values import (
     check_manual_firing,
     check_new_recurrings,
@@ -64,6 +66,9 @@ _RECURRING_FIELDS = [
     "version",
     "created_at",
     "updated_at",
+    "pause_note",
+    "paused_by",
+    "paused_at",
 ]
 # save_recurring's error replies (then the ids): the mode forbade the write, nothing was written.
 _SAVE_REFUSALS = ("RECURRING_EXISTS", "RECURRING_MISSING")
@@ -83,8 +88,10 @@ def _flag(name: str, value: bool) -> str:
 
 
 def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
+    """A hash's ``_RECURRING_FIELDS``; the pause's fields are missing (``None``) while it is
+    enabled and in a hash written before pauses carried them."""
     (task, payload, schedule, enabled, next_run_at, last_run_at, history, version, created_at,
-     updated_at) = fields  # fmt: skip
+     updated_at, pause_note, paused_by, paused_at) = fields  # fmt: skip
     return RecurringRecord(
         id=recurring_id,
         task=task,
@@ -97,6 +104,9 @@ def _record(recurring_id: str, fields: Sequence[Any]) -> RecurringRecord:
         version=int(version),
         created_at=float(created_at),
         updated_at=float(updated_at),
+        pause_note=pause_note,
+        paused_by=paused_by,
+        paused_at=None if paused_at is None else float(paused_at),
     )
 
 
@@ -164,10 +174,16 @@ class RedisRecurringStore(RedisPlumbing):
         return bool(self._run("remove_recurring", keys, [recurring_id]))
 
     def set_recurring_enabled(
-        self, recurring_id: str, enabled: bool, next_run_at: float | None
+        self,
+        recurring_id: str,
+        enabled: bool,
+        next_run_at: float | None,
+        note: str = "",
+        paused_by: str = "",
     ) -> bool:
         keys = [self._recurring_key(recurring_id), self._key("rec_due")]
         args = [recurring_id, _flag("enabled", enabled), _time_arg("next_run_at", next_run_at)]
+        args += check_pause_note(note, paused_by)
         if names_no_job(recurring_id):
             return False
         return bool(self._run("set_recurring_enabled", keys, args))

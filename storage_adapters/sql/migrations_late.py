@@ -19,6 +19,7 @@ __all__ = [
     "v11_unique",
     "v12_rate_limits",
     "v13_calendars",
+    "v14_recurring_pause_notes",
 ]
 
 STATE_LENGTH = 16
@@ -96,4 +97,15 @@ def v13_calendars(p: str, dialect: str) -> list[str]:
             set_by varchar({MAX_PAUSED_BY_LENGTH}) NOT NULL,
             set_at double precision NOT NULL
         )""",
+    ]
+
+
+def v14_recurring_pause_notes(p: str, dialect: str) -> list[str]:
+    # A paused recurring job keeps why, who and since when (sql/recurring.py); NULL while it is
+    # enabled and in the rows paused before this step. Same DDL on both dialects; one column per
+    # statement, as SQLite adds them.
+    return [
+        f"ALTER TABLE {p}_recurring ADD COLUMN pause_note text",
+        f"ALTER TABLE {p}_recurring ADD COLUMN paused_by varchar({MAX_PAUSED_BY_LENGTH})",
+        f"ALTER TABLE {p}_recurring ADD COLUMN paused_at double precision",
     ]

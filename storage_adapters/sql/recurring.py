@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from storage_adapters.checks.lookups import checked_id_batch, names_no_job
+from storage_adapters.checks.pauses import check_pause_note
 from storage_adapters.checks.values import (
     check_new_recurrings,
     check_planned_firings,
@@ -129,12 +130,21 @@ class SQLRecurringStore(SQLPlumbing):
         return self._changed(self._sql.remove_recurring, {"recurring_id": recurring_id}) == 1
 
     def set_recurring_enabled(
-        self, recurring_id: str, enabled: bool, next_run_at: float | None
+        self,
+        recurring_id: str,
+        enabled: bool,
+        next_run_at: float | None,
+        note: str = "",
+        paused_by: str = "",
     ) -> bool:
+        checked_note, checked_by = check_pause_note(note, paused_by)
+        paused = not flag("enabled", enabled)
         params = {
             "recurring_id": recurring_id,
-            "new_enabled": flag("enabled", enabled),
+            "new_enabled": not paused,
             "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
+            "new_pause_note": checked_note if paused else None,
+            "new_paused_by": checked_by if paused else None,
         }
         if names_no_job(recurring_id):
             return False

@@ -128,4 +128,7 @@ def recurring_record(row: Row[Any]) -> RecurringRecord:
         version=int(row.version),
         created_at=float(row.created_at),
         updated_at=float(row.updated_at),
+        pause_note=row.pause_note,
+        paused_by=row.paused_by,
+        paused_at=None if row.paused_at is None else float(row.paused_at),
     )

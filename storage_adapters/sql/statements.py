@@ -34,8 +34,10 @@ __all__ = ["INITIAL_RECURRING_VERSION", "RECURRING_FIELDS", "SAVED_ARRAYS", "Sta
 #: The columns of the recurring table in ``RecurringRecord`` field order.
 RECURRING_FIELDS = (
     *("id", "task", "payload", "schedule", "enabled", "next_run_at", "last_run_at", "history"),
-    *("version", "created_at", "updated_at"),
+    *("version", "created_at", "updated_at", "pause_note", "paused_by", "paused_at"),
 )
+#: The columns of a recurring job's pause: why, who, since when (``NULL`` while enabled).
+PAUSE_COLUMNS = ("pause_note", "paused_by", "paused_at")
 #: The columns a save writes, each an array parameter ``saved_<name>`` of
 #: ``Statements.save_recurring_many``.
 SAVED_ARRAYS = ("id", "task", "payload", "schedule", "enabled", "next_run_at")
@@ -126,12 +128,18 @@ class Statements(JobStatements):
             .limit(1)
         )
         bump = {"version": rec.c.version + 1, "updated_at": now}
+        enabled = sa.bindparam("new_enabled", type_=sa.Boolean)
+        # a pause begins now unless it is paused already; a resume ends it
+        since = sa.case((rec.c.enabled, now), else_=sa.func.coalesce(rec.c.paused_at, now))
         self.set_recurring_enabled = (
             sa.update(rec)
             .where(by_id)
             .values(
-                enabled=sa.bindparam("new_enabled", type_=sa.Boolean),
+                enabled=enabled,
                 next_run_at=sa.bindparam("new_next_run_at", type_=sa.Double),
+                pause_note=sa.bindparam("new_pause_note", type_=sa.Text),
+                paused_by=sa.bindparam("new_paused_by", type_=sa.String),
+                paused_at=sa.case((sa.not_(enabled), since), else_=sa.null()),
                 **bump,
             )
         )
@@ -233,11 +241,19 @@ class Statements(JobStatements):
             "create": insert.on_conflict_do_nothing(index_elements=[rec.c.id]).returning(*returned),
             "upsert": insert.on_conflict_do_update(
                 index_elements=[rec.c.id],
-                set_={**{name: insert.excluded[name] for name in replaced}, **bump},
+                set_={
+                    **{name: insert.excluded[name] for name in replaced},
+                    **self._pause_kept(insert.excluded.enabled),
+                    **bump,
+                },
             ).returning(*returned),
             "update": sa.update(rec)
             .where(rec.c.id == saved.c.id)
-            .values(**{name: saved.c[name] for name in replaced}, **bump)
+            .values(
+                **{name: saved.c[name] for name in replaced},
+                **self._pause_kept(saved.c.enabled),
+                **bump,
+            )
             .returning(*returned),
         }
 
@@ -267,13 +283,27 @@ class Statements(JobStatements):
         created = insert.on_conflict_do_nothing(index_elements=[rec.c.id])
         upserted = insert.on_conflict_do_update(
             index_elements=[rec.c.id],
-            set_={**{name: insert.excluded[name] for name in replaced}, **bump},
+            set_={
+                **{name: insert.excluded[name] for name in replaced},
+                **self._pause_kept(insert.excluded.enabled),
+                **bump,
+            },
         )
-        updated = sa.update(rec).where(by_id).values(**replaced, **bump)
+        kept = self._pause_kept(replaced["enabled"])
+        updated = sa.update(rec).where(by_id).values(**replaced, **kept, **bump)
         return {
             "create": created.returning(rec.c.version),
             "update": updated.returning(rec.c.version),
             "upsert": upserted.returning(rec.c.version),
+        }
+
+    def _pause_kept(self, enabled: Any) -> dict[str, sa.ColumnElement[Any]]:
+        """What a save writes to the pause's columns: a save that enables the recurring job
+        ends its pause (no note, who or since), one that leaves it paused keeps them."""
+        rec = self._recurring
+        return {
+            name: sa.case((sa.not_(enabled), rec.c[name]), else_=sa.null())
+            for name in PAUSE_COLUMNS
         }
 
 

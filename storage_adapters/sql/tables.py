@@ -39,6 +39,7 @@ from storage_adapters.sql.migrations_late import (
     v11_unique,
     v12_rate_limits,
     v13_calendars,
+    v14_recurring_pause_notes,
 )
 
 __all__ = ["MIGRATIONS", "Migration", "Tables", "build_tables", "migrate"]
@@ -119,6 +120,10 @@ def build_tables(prefix: str) -> Tables:
         sa.Column("version", sa.BigInteger, nullable=False),
         sa.Column("created_at", sa.Double, nullable=False),
         sa.Column("updated_at", sa.Double, nullable=False),
+        # a paused one's why, who and since when (migration 14); NULL while enabled
+        sa.Column("pause_note", sa.Text, nullable=True),
+        sa.Column("paused_by", sa.String(MAX_PAUSED_BY_LENGTH), nullable=True),
+        sa.Column("paused_at", sa.Double, nullable=True),
     )
     schema_version = sa.Table(
         f"{prefix}_schema_version",
@@ -377,6 +382,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "unique keys of jobs, one per task while a job waits", v11_unique),
     Migration(12, "rate limits of queues and tasks, and their next slots", v12_rate_limits),
     Migration(13, "calendars of excluded dates for recurring jobs", v13_calendars),
+    Migration(
+        14, "a paused recurring job's note, who paused it and when", v14_recurring_pause_notes
+    ),
 )
 
 

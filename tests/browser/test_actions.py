@@ -64,13 +64,19 @@ def test_pause_a_recurring_job_from_the_ui(
     page.goto(dashboard + "/recurring")
     row = page.locator("#recurring-table tr[data-recurring-id='nightly-report']")
     pause = row.locator("form.recurring-action[data-action='pause']")
+    pause.locator("input[name=note]").fill("DB migration <b>OPS-7</b>")
     pause.locator("input[name=confirm]").check()
     follow(page, pause.locator("button[type=submit]"))
     assert "nightly-report" in page.inner_text("#flashes")
-    assert row.locator(".recurring-paused").inner_text() == "paused"
+    assert row.locator(".recurring-paused .badge-paused").inner_text() == "paused"
+    # the note is shown as typed, as text (no <b> element), with who paused it
+    assert row.locator(".recurring-paused .pause-note").inner_text() == "DB migration <b>OPS-7</b>"
+    assert row.locator(".recurring-paused b").count() == 0
+    assert row.locator(".recurring-paused .paused-by").inner_text().startswith("by ")
     assert row.locator("form.recurring-action[data-action='resume']").count() == 1
     paused = client.recurring.get("nightly-report")
     assert paused is not None and not paused.enabled
+    assert paused.pause_note == "DB migration <b>OPS-7</b>" and paused.paused_at is not None
     other = client.recurring.get("health-ping")
     assert other is not None and other.enabled
 

@@ -136,7 +136,9 @@ def pause_digest(page: Any) -> None:
     pause.locator("input[name=confirm]").check()
     follow(page, pause.locator("button[type=submit]"))
     assert DIGEST in page.inner_text("#flashes")
-    assert row.locator(".recurring-paused").inner_text() == "paused"
+    assert row.locator(".recurring-paused .badge-paused").inner_text() == "paused"
+    # who paused it is the Django user viewing the dashboard
+    assert row.locator(".recurring-paused .paused-by").inner_text().startswith("by admin@")
 
 
 def csrf_token(context: Any) -> str:

@@ -265,13 +265,19 @@ def test_recurring_on_a_postgresql_store_with_a_superuser(
             web = browser(root)
             token = form_token(web, "/scheduler/recurring")
             for action in ("pause", "remove"):
-                form = {"id": rid, "action": action, "confirm": "yes"}
+                form = {"id": rid, "action": action, "confirm": "yes", "note": "<i>quiet</i>"}
                 done = web.post(
                     "/scheduler/recurring/action", {**form, "csrfmiddlewaretoken": token}
                 )
                 assert done.status_code == 303, text(done)
                 if action == "pause":
                     assert not enabled(client, rid)
+                    # who paused it is the Django user; the page shows the note as text
+                    paused = client.recurring.get(rid)
+                    assert paused is not None and paused.pause_note == "<i>quiet</i>"
+                    assert (paused.paused_by or "").startswith(f"{root.get_username()}@")
+                    page = text(web.get("/scheduler/recurring"))
+                    assert "&lt;i&gt;quiet&lt;/i&gt;" in page and "<i>quiet" not in page
             assert client.recurring.get(rid) is None
             entries = log_entries(root)
             assert [e.object_repr for e in entries] == [

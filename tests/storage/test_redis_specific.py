@@ -255,6 +255,23 @@ def recurring(rid: str, next_run_at: float | None, enabled: bool = True) -> NewR
     return NewRecurring(rid, "tasks.report", "{}", '{"cron": "* * * * *"}', enabled, next_run_at)
 
 
+def test_a_recurring_job_paused_before_pause_notes_reads_none_and_resume_deletes_the_fields(
+    store: RedisStorage, raw: redis.Redis, prefix: str
+) -> None:
+    # Given a recurring hash paused as a version before pause notes wrote it (no such fields)
+    store.save_recurring(recurring("r", None, enabled=False), "create")
+    key = f"{{{prefix}}}:rec:r"
+    assert raw.hget(key, "paused_at") is None
+    old = store.get_recurring("r")
+    assert old is not None and (old.pause_note, old.paused_by, old.paused_at) == (None, None, None)
+    # When it is paused with a note, then resumed
+    assert store.set_recurring_enabled("r", False, None, "why", "who")
+    assert raw.hmget(key, ["pause_note", "paused_by"]) == ["why", "who"]
+    assert store.set_recurring_enabled("r", True, None)
+    # Then the resume leaves none of the pause's fields in the hash
+    assert raw.hmget(key, ["pause_note", "paused_by", "paused_at"]) == [None, None, None]
+
+
 def test_recurring_keys_carry_the_hash_tag_and_drop_removes_them(
     store: RedisStorage, raw: redis.Redis, prefix: str
 ) -> None:

@@ -60,6 +60,12 @@ def _op(
     return op
 
 
+def _optional_body(op: dict[str, Any]) -> dict[str, Any]:
+    """``op`` whose body may be left out (its fields all have defaults)."""
+    op["requestBody"]["required"] = False
+    return op
+
+
 _ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _CURSOR = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?:[!-~]{1,200}$"}
 JOB_ID = _param("job_id", "path", "a job id", _ID)
@@ -216,7 +222,15 @@ def paths() -> dict[str, Any]:
             ),
         },
         "/recurring/{recurring_id}/pause": {
-            "post": _op("Stop firing until resumed", (200, "Recurring"), (403, 404), rec)
+            "post": _optional_body(
+                _op(
+                    "Stop firing until resumed, with a note (who: the caller)",
+                    (200, "Recurring"),
+                    (403, 404),
+                    rec,
+                    "RecurringPause",
+                )
+            )
         },
         "/recurring/{recurring_id}/resume": {
             "post": _op("Fire again from the next tick", (200, "Recurring"), (403, 404), rec)

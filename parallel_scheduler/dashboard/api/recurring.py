@@ -7,6 +7,7 @@ A create or ``PUT`` body is the whole recurring job: a field left out takes
 changes: every field left out keeps its stored value, ``options`` are merged key by key (an
 option set to ``null`` is removed), and the result is saved whole with ``mode="update"``.
 ``max_runs`` set to ``null`` removes the limit; the job's count of runs is kept either way.
+``overlap`` and ``overlap_timeout`` are checked by the client, in the words of every entry point.
 
 Every recurring job answered carries its firings' outcomes (``views.with_outcomes``):
 ``firing_outcomes`` (the state of each recent firing's latest recorded outcome, by job id) and
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any, cast
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
 from parallel_scheduler.dashboard.api.body import (
     json_body,
@@ -37,12 +39,15 @@ from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
 from parallel_scheduler.jobs import utc_datetime
+from parallel_scheduler.pausing import pauser
+from parallel_scheduler.recurring.overlap_policy import DEFAULT_OVERLAP_TIMEOUT
 from parallel_scheduler.recurring.triggers import MisfirePolicy
 from parallel_scheduler.views import recurring_view, removed_view, triggered_view, with_outcomes
 from storage_adapters import (
     RecurringRecord,
     SaveMode,
 )
+from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH, check_pause_note
 
 __all__ = ["MISFIRE_POLICIES", "SAVE_FIELDS", "register"]
 
@@ -65,6 +70,8 @@ SAVE_FIELDS = (
     "jitter",
     "catch_up_window",
     "max_runs",
+    "overlap",
+    "overlap_timeout",
     "exclude",
     "enabled",
     "options",
@@ -140,6 +147,8 @@ def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringR
         jitter=optional_number(body, "jitter"),
         catch_up_window=optional_number(body, "catch_up_window"),
         max_runs=body.get("max_runs"),  # checked by the client, in its words
+        overlap=body.get("overlap", "allow"),  # these two as well
+        overlap_timeout=body.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT),
         exclude=body.get("exclude", []),  # calendar names: checked by the client too
         enabled=typed(body, "enabled", "boolean", True),
         mode=mode,
@@ -255,6 +264,8 @@ def edit_recurring(recurring_id: str) -> Response:
         jitter=_kept(_given_number(body, "jitter"), schedule.jitter),
         catch_up_window=_window(body, schedule.catch_up_window),
         max_runs=body.get("max_runs", schedule.max_runs),  # left out: kept; null: no limit
+        overlap=body.get("overlap", schedule.overlap),  # left out: kept
+        overlap_timeout=body.get("overlap_timeout", schedule.overlap_timeout),
         exclude=body.get("exclude", schedule.exclude),  # left out: kept; []: none
         enabled=_kept(enabled, stored.enabled),
         mode="update",
@@ -265,10 +276,13 @@ def edit_recurring(recurring_id: str) -> Response:
     return reply(_answer(_existing(recurring_id)))
 
 
-def _act(recurring_id: str, action: str, act: Callable[[str], Any]) -> Any:
-    """``act`` on an existing recurring job: 404 if it is missing, before or during the act."""
+def _act(
+    recurring_id: str, action: str, act: Callable[[str], Any], fields: tuple[str, ...] = ()
+) -> Any:
+    """``act`` on an existing recurring job: 404 if it is missing, before or during the act; a
+    body may hold only ``fields``."""
     recurring_id = path_id(recurring_id)
-    json_body(())
+    json_body(fields)
     _existing(recurring_id)
     try:
         result = act(recurring_id)
@@ -280,7 +294,13 @@ def _act(recurring_id: str, action: str, act: Callable[[str], Any]) -> Any:
 
 
 def pause_recurring(recurring_id: str) -> Response:
-    _act(recurring_id, "pause", dashboard().client.recurring.pause)
+    """``POST`` with an optional ``{"note": ...}``: kept with the pause, and who paused it is the
+    caller as the API authenticated it; a bad note is a 400 in storage's words, nothing written."""
+    body = json_body(("note",))
+    who = str(g.get("who") or "")[:MAX_PAUSED_BY_LENGTH]
+    note, by = check_pause_note(body.get("note", ""), pauser(who or None))
+    paused = partial(dashboard().client.recurring.pause, note=note, by=by)
+    _act(recurring_id, "pause", paused, ("note",))
     return reply(_answer(_existing(path_id(recurring_id))))
 
 

@@ -81,6 +81,17 @@ _SAVE: dict[str, Any] = {
         "minimum": 1,
         "description": "end the job after this many scheduled firings; null: no limit",
     },
+    "overlap": {
+        "enum": ["allow", "skip", "buffer_one"],
+        "description": "a tick while an earlier firing runs: fire it (allow, the default), "
+        "skip it, or hold one and fire it when the earlier ones finish (buffer_one)",
+    },
+    "overlap_timeout": {
+        "type": "number",
+        "minimum": 1,
+        "description": "seconds after its tick at which an unfinished firing counts as "
+        "finished (default 3600)",
+    },
     "exclude": {
         "type": "array",
         "items": {"type": "string"},
@@ -193,6 +204,8 @@ SCHEMAS: dict[str, Any] = {
         jitter={"type": ["number", "string", "null"], "description": "seconds; 0: none"},
         catch_up_window={"type": ["number", "string", "null"], "description": "seconds; or null"},
         max_runs={"type": ["integer", "null"], "description": "the limit of scheduled firings"},
+        overlap={**_MAYBE_TEXT, "description": "allow, skip or buffer_one"},
+        overlap_timeout={"type": ["number", "string", "null"], "description": "seconds"},
         exclude={"type": ["array", "null"], "items": {"type": "string"}},
         runs={
             "type": "integer",
@@ -202,6 +215,9 @@ SCHEMAS: dict[str, Any] = {
         enabled={"type": "boolean"},
         next_run_at=_MAYBE_INSTANT,
         last_run_at=_MAYBE_INSTANT,
+        pause_note={**_MAYBE_TEXT, "description": "while paused: why; else null"},
+        paused_by={**_MAYBE_TEXT, "description": "while paused: who (user@address, user@host)"},
+        paused_at={**_MAYBE_INSTANT, "description": "while paused: since when; else null"},
         recent_firings={
             "type": "array",
             "description": "the kept firings, newest first",
@@ -316,6 +332,15 @@ SCHEMAS: dict[str, Any] = {
         False,
         kind=_KIND,
         name={**_TEXT, "minLength": 1, "maxLength": 255, "description": "a queue or task name"},
+        note={
+            **_TEXT,
+            "maxLength": MAX_PAUSE_NOTE_LENGTH,
+            "description": "why, for whoever sees the pause (pausing again replaces it)",
+        },
+    ),
+    "RecurringPause": _object(
+        (),
+        False,
         note={
             **_TEXT,
             "maxLength": MAX_PAUSE_NOTE_LENGTH,

@@ -1,6 +1,7 @@
 """The Recurring page: every recurring job with its schedule, its recent firings and the last
 outcome (the newest firing's latest recorded outcome, as a state badge; one storage read for the
-page's firings, never one per row); pause, resume, trigger now, remove; and the edit form.
+page's firings, never one per row); pause (with a note; who is the viewer), resume, trigger now,
+remove; and the edit form. A paused job shows its note, who paused it and since when.
 
 The edit form changes the schedule, the arguments and keyword arguments (JSON) and the queue, and
 saves the whole recurring job with ``client.recurring.save(..., mode="update")``, whose validation
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, cast
 
-from flask import Flask, flash, redirect, render_template, request, url_for
+from flask import Flask, flash, g, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from parallel_scheduler.calendars import calendar_names
@@ -34,8 +35,10 @@ from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.jobs import utc_datetime
 from parallel_scheduler.recurring.jobs import RecurringJob
 from parallel_scheduler.recurring.max_runs import max_runs_arg
+from parallel_scheduler.recurring.overlap_policy import OVERLAP_POLICIES, seconds_arg
 from parallel_scheduler.recurring.triggers import MisfirePolicy
 from storage_adapters import InvalidIdentifierError, OutcomeStore, validate_job_id
+from storage_adapters.checks.pauses import MAX_PAUSE_NOTE_LENGTH, MAX_PAUSED_BY_LENGTH
 
 __all__ = ["register"]
 
@@ -52,6 +55,7 @@ def recurring() -> Any:
         "recurring.html",
         rows=rows[:PAGE_SIZE],
         recent=RECENT_FIRINGS,
+        note_limit=MAX_PAUSE_NOTE_LENGTH,
         outcomes=_firing_outcomes(rows[:PAGE_SIZE]),
         next_url=url_for("recurring", offset=offset + PAGE_SIZE) if len(rows) > PAGE_SIZE else None,
     )
@@ -100,8 +104,9 @@ def recurring_action() -> Response:
     require_confirmation(form)
     jobs = dashboard().client.recurring
     detail = ""
-    if action == "pause":
-        done = jobs.pause(recurring_id)
+    if action == "pause":  # a note storage refuses is the error page's 400, nothing written
+        who = str(g.get("who") or "")[:MAX_PAUSED_BY_LENGTH] or None
+        done = jobs.pause(recurring_id, note=form.get("note", ""), by=who)
     elif action == "resume":
         done = jobs.resume(recurring_id)
     elif action == "trigger":
@@ -154,6 +159,12 @@ def _save(found: RecurringJob) -> RecurringJob:
     max_runs: object = schedule.max_runs  # an empty field removes the limit; the count stays
     if "max_runs" in form:  # as typed: what is no whole number the schedule refuses, naming it
         max_runs = max_runs_arg(parse_text(form, "max_runs", 40))
+    overlap: object = schedule.overlap  # as typed: the schedule refuses a bad one by name
+    if "overlap" in form:
+        overlap = parse_text(form, "overlap", 20) or "allow"
+    timeout: object = schedule.overlap_timeout  # an empty field: the default
+    if "overlap_timeout" in form:
+        timeout = seconds_arg(parse_text(form, "overlap_timeout", 40))
     exclude = schedule.exclude  # an empty field excludes no calendar
     if "exclude" in form:
         exclude = calendar_names([parse_text(form, "exclude", 2000) or ""])
@@ -176,6 +187,8 @@ def _save(found: RecurringJob) -> RecurringJob:
         jitter=schedule.jitter if jitter is None else jitter,
         catch_up_window=window,
         max_runs=max_runs,  # type: ignore[arg-type]
+        overlap=overlap,  # type: ignore[arg-type]
+        overlap_timeout=timeout,  # type: ignore[arg-type]
         exclude=exclude,
         enabled=found.enabled,
         mode="update",
@@ -210,6 +223,7 @@ def _edit_page(found: RecurringJob, form: Any, error: str | None) -> str:
         form=form,
         error=error,
         policies=MISFIRE_POLICIES,
+        overlaps=OVERLAP_POLICIES,
         args_text=_json_text(found.args),
         kwargs_text=_json_text(found.kwargs),
         queue="" if queue is None else str(queue),

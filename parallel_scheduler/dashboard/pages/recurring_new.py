@@ -26,6 +26,7 @@ from parallel_scheduler.dashboard.inputs import (
 from parallel_scheduler.dashboard.pages.recurring import MISFIRE_POLICIES
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.recurring.max_runs import max_runs_arg
+from parallel_scheduler.recurring.overlap_policy import OVERLAP_POLICIES, seconds_arg
 from parallel_scheduler.recurring.triggers import MisfirePolicy, Schedule
 
 __all__ = ["register"]
@@ -51,6 +52,9 @@ def _schedule(form: Any) -> Schedule:
         # as typed: text that is no whole number is refused by the schedule, in its words
         max_runs=max_runs_arg(parse_text(form, "max_runs", 40)),  # type: ignore[arg-type]
         exclude=calendar_names([parse_text(form, "exclude", 2000) or ""]),
+        # as typed, refused by the schedule in its words (overlap_policy.py)
+        overlap=parse_text(form, "overlap", 20) or "allow",  # type: ignore[arg-type]
+        overlap_timeout=seconds_arg(parse_text(form, "overlap_timeout", 40)),  # type: ignore[arg-type]
     )
 
 
@@ -85,6 +89,8 @@ def _create(schedule: Schedule) -> Any:
         catch_up_window=schedule.catch_up_window,
         max_runs=schedule.max_runs,
         exclude=schedule.exclude,
+        overlap=schedule.overlap,
+        overlap_timeout=schedule.overlap_timeout,
         mode="create",
         **options,
     )
@@ -109,7 +115,12 @@ def recurring_new() -> Any:
 
 def _page(form: Any, error: str | None, preview: dict[str, Any] | None) -> str:
     return render_template(
-        "recurring_new.html", form=form, error=error, preview=preview, policies=MISFIRE_POLICIES
+        "recurring_new.html",
+        form=form,
+        error=error,
+        preview=preview,
+        policies=MISFIRE_POLICIES,
+        overlaps=OVERLAP_POLICIES,
     )
 
 

@@ -119,11 +119,12 @@ local function hash_rows(prefix, ids, fields)
 end
 
 -- Rows {id, task, payload, schedule, enabled, next_run_at, last_run_at, history, version,
--- created_at, updated_at} of the recurring jobs in ids that exist (the order of
--- _RECURRING_FIELDS in redis_recurring.py).
+-- created_at, updated_at, pause_note, paused_by, paused_at} of the recurring jobs in ids that
+-- exist (the order of _RECURRING_FIELDS in redis/recurring.py; a pause's fields nil if unset).
 local function recurring_rows(rec_prefix, ids)
   return hash_rows(rec_prefix, ids, {'task', 'payload', 'schedule', 'enabled', 'next_run_at',
-    'last_run_at', 'history', 'version', 'created_at', 'updated_at'})
+    'last_run_at', 'history', 'version', 'created_at', 'updated_at', 'pause_note', 'paused_by',
+    'paused_at'})
 end
 
 -- a > b in the bytewise order Redis gives members of equal score (Lua's own < uses the locale)

@@ -26,6 +26,9 @@ for i = 3, #ARGV, 6 do
   redis.call('HSET', key, 'task', ARGV[i + 1], 'payload', ARGV[i + 2], 'schedule', ARGV[i + 3],
     'enabled', ARGV[i + 4], 'next_run_at', ARGV[i + 5], 'updated_at', stamp)
   index_recurring_due(KEYS[2], ARGV[i], ARGV[i + 4], ARGV[i + 5])
+  if ARGV[i + 4] == '1' then  -- enabled: no pause, so no note, who or since
+    redis.call('HDEL', key, 'pause_note', 'paused_by', 'paused_at')
+  end
   if created[n] == 0 then
     -- An update keeps last_run_at, history and created_at: they describe firings already made.
     redis.call('HINCRBY', key, 'version', 1)

@@ -115,6 +115,71 @@ def test_pause_and_resume(storage: Storage) -> None:
     assert not storage.set_recurring_enabled("missing", True, now)
 
 
+def test_a_pause_keeps_its_note_who_and_since_when_and_a_resume_clears_them(
+    storage: Storage,
+) -> None:
+    # Given a recurring job stored enabled: no pause, nothing about one
+    now = storage.now()
+    storage.save_recurring(recurring("a", now + 60), "create")
+    storage.save_recurring(recurring("b", now + 60), "create")
+    fresh = storage.get_recurring("a")
+    assert fresh is not None
+    assert (fresh.pause_note, fresh.paused_by, fresh.paused_at) == (None, None, None)
+    # When it is paused with a note and who
+    assert storage.set_recurring_enabled("a", False, now + 60, "broker migration <b>", "ops@h")
+    # Then get_recurring and list_recurring read them back, since the storage clock's now
+    paused = storage.get_recurring("a")
+    assert paused is not None and not paused.enabled
+    assert (paused.pause_note, paused.paused_by) == ("broker migration <b>", "ops@h")
+    assert paused.paused_at == pytest.approx(storage.now(), abs=5)
+    listed = {r.id: r for r in storage.list_recurring(10)}
+    assert listed["a"] == paused
+    assert listed["b"].pause_note is None and listed["b"].paused_at is None
+    # Pausing again replaces the note and who, and keeps since when
+    assert storage.set_recurring_enabled("a", False, now + 60, "still migrating", "")
+    again = storage.get_recurring("a")
+    assert again is not None
+    assert (again.pause_note, again.paused_by) == ("still migrating", "")
+    assert again.paused_at == paused.paused_at
+    # A resume clears all three
+    assert storage.set_recurring_enabled("a", True, now + 60)
+    resumed = storage.get_recurring("a")
+    assert resumed is not None and resumed.enabled
+    assert (resumed.pause_note, resumed.paused_by, resumed.paused_at) == (None, None, None)
+
+
+def test_a_save_that_enables_a_paused_job_ends_its_pause(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("a", now + 60), "create")
+    assert storage.set_recurring_enabled("a", False, now + 60, "why", "who")
+    storage.save_recurring(recurring("a", now + 90, enabled=False), "update")
+    kept = storage.get_recurring("a")
+    assert kept is not None and (kept.pause_note, kept.paused_by) == ("why", "who")
+    storage.save_recurring_many([recurring("a", now + 90)], "upsert")
+    ended = storage.get_recurring("a")
+    assert ended is not None and ended.enabled
+    assert (ended.pause_note, ended.paused_by, ended.paused_at) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("note", "paused_by", "words"),
+    [
+        ("x" * 1001, "ops", "a pause's note must be a string of at most 1000 characters"),
+        (None, "ops", "a pause's note must be a string of at most 1000 characters"),
+        ("", "y" * 256, "a pause's paused_by must be a string of at most 255 characters"),
+    ],
+)
+def test_a_bad_pause_note_or_who_is_refused_and_nothing_is_written(
+    storage: Storage, note: object, paused_by: object, words: str
+) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("a", now + 60), "create")
+    before = storage.get_recurring("a")
+    with pytest.raises(InvalidArgumentError, match=words):
+        storage.set_recurring_enabled("a", False, now + 60, note, paused_by)  # type: ignore[arg-type]
+    assert storage.get_recurring("a") == before
+
+
 def test_fire_adds_the_job_and_advances_atomically(storage: Storage) -> None:
     # Given a due recurring job
     now = storage.now()

@@ -12,6 +12,7 @@ from typing import cast
 from storage_adapters.base import (
     BrowseStore,
     CalendarStore,
+    ChunkSend,
     ChunkSettlement,
     InstanceStore,
     JobStore,
@@ -26,6 +27,7 @@ from storage_adapters.base import (
     RetentionStore,
     Storage,
     StorageAdmin,
+    TransactionalFiringStorage,
     TransactionalReleaseStorage,
     UniqueJobStore,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "BrowseStore",
     "CalendarRecord",
     "CalendarStore",
+    "ChunkSend",
     "ChunkSettlement",
     "ClaimedJob",
     "Firing",
@@ -132,6 +135,7 @@ __all__ = [
     "StorageConfigurationError",
     "StorageError",
     "StorageUnavailableError",
+    "TransactionalFiringStorage",
     "TransactionalReleaseStorage",
     "UniqueAdd",
     "UniqueConflict",

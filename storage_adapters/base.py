@@ -47,9 +47,11 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from storage_adapters.contract.abilities import (
+    ChunkSend,
     ChunkSettlement,
     ListFiringStorage,
     ListReleasingStorage,
+    TransactionalFiringStorage,
     TransactionalReleaseStorage,
 )
 from storage_adapters.contract.admin import InstanceStore, StorageAdmin
@@ -65,6 +67,7 @@ from storage_adapters.contract.unique import UniqueJobStore
 __all__ = [
     "BrowseStore",
     "CalendarStore",
+    "ChunkSend",
     "ChunkSettlement",
     "InstanceStore",
     "JobStore",
@@ -79,6 +82,7 @@ __all__ = [
     "RetentionStore",
     "Storage",
     "StorageAdmin",
+    "TransactionalFiringStorage",
     "TransactionalReleaseStorage",
     "UniqueJobStore",
 ]

@@ -8,13 +8,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from parallel_scheduler.delayed.paths import TRANSACTION_CHUNK, BatchRelease, PathParts
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome
 from storage_adapters import (
+    ChunkSend,
     ChunkSettlement,
     ClaimedJob,
     StorageError,
@@ -22,6 +24,9 @@ from storage_adapters import (
 )
 
 __all__ = ["TransactionalClaims"]
+
+T = TypeVar("T")
+
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +45,11 @@ class TransactionalClaims:
         self._parts = parts
         self._transactions: TransactionalReleaseStorage = storage
 
+    @property
+    def label(self) -> str:
+        """The metrics label of the jobs this path sends."""
+        return self._parts.label
+
     def release_batch(self, held: HeldLock) -> BatchRelease:
         parts = self._parts
         ids = call_storage(lambda: parts.storage.fetch_due_ids(parts.batch_size))
@@ -51,12 +61,28 @@ class TransactionalClaims:
     def _release_chunk(self, job_ids: Sequence[str], lock: HeldLock) -> Counter[Outcome]:
         """Claim, send and settle a chunk of ``job_ids`` in one storage transaction (see
         ``TransactionalReleaseStorage``): what was sent is Enqueued by the commit, so there is
-        no mark to make. A transaction that fails before anything was sent is retried like any
-        storage call; one that fails after a send is not (its jobs are Scheduled again and the
-        next pass takes them: what was sent may run twice, and the pass stops here)."""
-        releaser = self._parts.releaser
-        if releaser.halted or not lock.valid():
+        no mark to make."""
+        if self._parts.releaser.halted or not lock.valid():
             return Counter({Outcome.STOPPED: len(job_ids)})
+        claims, outcomes = self.in_transaction(
+            lock,
+            len(job_ids),
+            lambda send: self._transactions.release_in_transaction(job_ids, lock.lease, send),
+        )
+        if claims is not None:
+            outcomes[Outcome.NOT_CLAIMED] += len(job_ids) - len(claims)
+        return outcomes
+
+    def in_transaction(
+        self, lock: HeldLock, jobs: int, work: Callable[[ChunkSend], T]
+    ) -> tuple[T | None, Counter[Outcome]]:
+        """Run ``work``, one storage transaction that calls the send it is given on what it
+        claimed (a release's chunk of ``jobs`` jobs, or a chunk's firings: ``firing.py``), and
+        what the sends did. A transaction that fails before anything was sent is retried like
+        any storage call; one that fails after a send is not (its jobs are Scheduled again and
+        the next pass takes them: what was sent may run twice, and this scheduler halts): then
+        ``None``."""
+        releaser = self._parts.releaser
         sent: list[ClaimedJob] = []  # filled as soon as the broker took them
         settled: Counter[Outcome] = Counter()
 
@@ -64,9 +90,9 @@ class TransactionalClaims:
             until = time.monotonic() + self._transactions.send_budget
             settled.update(releaser.hand_over(claims, lock, settlement, until, sent)[2])
 
-        def attempt() -> list[ClaimedJob]:
+        def attempt() -> T:
             try:
-                return self._transactions.release_in_transaction(job_ids, lock.lease, send)
+                return work(send)
             except StorageError as exc:
                 if sent:  # sent, then rolled back: retrying would send them all again now
                     raise _RolledBackAfterSend(exc) from exc
@@ -74,7 +100,7 @@ class TransactionalClaims:
                 raise
 
         try:
-            claims = call_storage(attempt)
+            done = call_storage(attempt)
         except _RolledBackAfterSend as rolled_back:
             releaser.halt()
             logger.warning(
@@ -86,9 +112,8 @@ class TransactionalClaims:
                 rolled_back.__cause__,
                 ", ".join(claim.id for claim in sent),
             )
-            return Counter({Outcome.FENCED: len(sent), Outcome.FAILED: len(job_ids) - len(sent)})
-        outcomes = settled + Counter({Outcome.NOT_CLAIMED: len(job_ids) - len(claims)})
+            return None, Counter({Outcome.FENCED: len(sent), Outcome.FAILED: jobs - len(sent)})
         if sent:
-            outcomes[Outcome.RELEASED] += len(sent)
+            settled[Outcome.RELEASED] += len(sent)
             releaser.notify(sent)
-        return outcomes
+        return done, settled

@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from parallel_scheduler.delayed.claim_in_transaction import TransactionalClaims
 from parallel_scheduler.delayed.claim_one_script import OneScriptRelease
 from parallel_scheduler.delayed.path_choice import choose_path
 from parallel_scheduler.delayed.rate_limiting import ReleaseLimits
@@ -34,11 +36,13 @@ from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.engine.stats import Outcome, PassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.settings import Settings
-from storage_adapters import ClaimedJob, RateLimitStore, Storage
+from storage_adapters import ChunkSend, ClaimedJob, RateLimitStore, Storage
 
 __all__ = ["DelayedJobScheduler"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class DelayedJobScheduler(LockedScheduler[PassStats]):
@@ -138,6 +142,22 @@ class DelayedJobScheduler(LockedScheduler[PassStats]):
         scheduler's one-script releases, so metrics and listeners see every release."""
         self._releaser.notify(jobs)
         record_outcomes(self.metrics, "one_script", Counter({Outcome.RELEASED: len(jobs)}))
+
+    def send_firings(self, lock: HeldLock, jobs: int, work: Callable[[ChunkSend], T]) -> T | None:
+        """Run ``work``, a firing step that sends the due firings it writes in its own
+        transaction (``TransactionalFiringStorage``), with this scheduler's sends, counted as
+        its releases; ``None`` when this store releases otherwise, a rate limit is in force (a
+        firing of a limited queue or task waits for its slot like any job), this scheduler has
+        halted, or the step was rolled back after a send (``TransactionalClaims``)."""
+        path = self._path
+        releaser = self._releaser
+        if not isinstance(path, TransactionalClaims) or releaser.halted:
+            return None
+        if releaser.limits.active_now():
+            return None
+        done, outcomes = path.in_transaction(lock, jobs, work)
+        record_outcomes(self.metrics, path.label, outcomes)
+        return done
 
     @property
     def dispatcher(self) -> Dispatcher:

@@ -36,6 +36,7 @@ from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
 from parallel_scheduler.recurring.overlap import Planned, apply_overlap
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at
 from storage_adapters import (
+    ChunkSend,
     ClaimedJob,
     Firing,
     ListFiringStorage,
@@ -43,6 +44,7 @@ from storage_adapters import (
     PlannedFiring,
     RecurringRecord,
     Storage,
+    TransactionalFiringStorage,
 )
 
 __all__ = ["FIRE_CHUNK", "Envelope", "FiringPush", "fire_chunk"]
@@ -53,6 +55,10 @@ logger = logging.getLogger(__name__)
 #: a Redis script's run (which blocks the server) and a transaction's row locks short, while the
 #: per-step round trip is spread over 200 firings.
 FIRE_CHUNK = 200
+
+#: Per planned recurring job, whether each of its firing jobs was new; ``None`` if its
+#: compare-and-set failed (``fire_recurring_many``'s answer).
+FiringReplies = list[list[bool] | None]
 
 #: Builds a firing job's broker message as it is created (the accept-time message of the
 #: delayed path), or ``None`` to build it at release.
@@ -69,6 +75,12 @@ class FiringPush(Protocol):
 
     def firings_pushed(self, jobs: Sequence[ClaimedJob]) -> None:
         """Count and announce ``jobs``, pushed onto the broker by the firing step, as released."""
+
+    def send_firings(
+        self, lock: HeldLock, jobs: int, work: Callable[[ChunkSend], FiringReplies]
+    ) -> FiringReplies | None:
+        """Run ``work``, a firing step that sends its due firings in its own transaction, with
+        the delayed scheduler's sends; ``None`` when that cannot be (fire the plain way)."""
 
 
 def fire_chunk(
@@ -144,10 +156,23 @@ def fire_chunk(
 
 def _fire(
     storage: Storage, held: HeldLock, planned: list[PlannedFiring], push: FiringPush | None
-) -> list[list[bool] | None]:
-    """The storage step: straight to the broker's lists where ``push`` allows, else stored."""
+) -> FiringReplies:
+    """The storage step: where ``push`` allows, the due firings straight to the broker (sent
+    in the step's transaction on PostgreSQL, pushed onto the lists by the step's script on
+    Redis), else stored for the delayed scheduler to release."""
     if not planned or not held.valid():
         return [None] * len(planned)
+    if push is not None and isinstance(storage, TransactionalFiringStorage):
+        jobs = sum(len(item.firing.jobs) for item in planned)
+        sent = push.send_firings(
+            held,
+            jobs,
+            lambda send: storage.fire_and_send_in_transaction(held.lease, planned, send),
+        )
+        if sent is not None:
+            return sent
+        if not held.valid():
+            return [None] * len(planned)
     list_db = None if push is None else push.firing_list_db
     if list_db is None or push is None or not isinstance(storage, ListFiringStorage):
         return call_storage(lambda: storage.fire_recurring_many(held.lease, planned))

@@ -13,9 +13,11 @@ from storage_adapters.records import (
 )
 
 __all__ = [
+    "ChunkSend",
     "ChunkSettlement",
     "ListFiringStorage",
     "ListReleasingStorage",
+    "TransactionalFiringStorage",
     "TransactionalReleaseStorage",
 ]
 
@@ -76,6 +78,11 @@ class ChunkSettlement(Protocol):
         """These claims wait for their rate limit: as ``RateLimitStore.defer``."""
 
 
+#: What a transaction that wrote jobs Enqueued calls on them: sends them, and settles through the
+#: ``ChunkSettlement`` what it did not send.
+ChunkSend = Callable[[list[ClaimedJob], ChunkSettlement], None]
+
+
 @runtime_checkable
 class TransactionalReleaseStorage(Protocol):
     """An optional ability beyond ``Storage``: claim a chunk, send it and settle it in one
@@ -99,10 +106,37 @@ class TransactionalReleaseStorage(Protocol):
         self,
         job_ids: Sequence[str],
         lock: LockLease,
-        send: Callable[[list[ClaimedJob], ChunkSettlement], None],
+        send: ChunkSend,
     ) -> list[ClaimedJob]:
         """Claim those of ``job_ids`` that are still due and not locked by another claimer
         (only while ``lock`` is the held lease, as ``claim_due``), call ``send`` with them
         (earliest due first), then commit; returns the claims. ``send`` raising rolls back
         every write of the chunk and the error propagates; a failed commit raises the
         contract's ``StorageError``: then no write of the chunk happened."""
+
+
+@runtime_checkable
+class TransactionalFiringStorage(Protocol):
+    """An optional ability beyond ``Storage``, beside ``TransactionalReleaseStorage``: fire a
+    chunk of recurring jobs as ``fire_recurring_many`` does and, in the same transaction, write
+    each new firing job that is due and not held by a pause ``ENQUEUED`` (its first attempt,
+    under ``lock``'s token) and send it, so a tick reaches the broker without a release.
+
+    ``send`` gets those firings (earliest due first, with their ``envelope``) and writes what it
+    did not send through the ``ChunkSettlement``, as in ``release_in_transaction``; the commit
+    makes the firings, their recurring jobs' advance and the sends' fate durable in one step.
+    Rolled back (``send`` raised, a crash, a lost connection), none of it happened: the next pass
+    fires the same ticks again, and what was already sent may be sent again.
+    """
+
+    #: Seconds ``send`` may spend inside the transaction (``TransactionalReleaseStorage``).
+    send_budget: float
+
+    def fire_and_send_in_transaction(
+        self,
+        lock: LockLease,
+        planned: Sequence[PlannedFiring],
+        send: ChunkSend,
+    ) -> list[list[bool] | None]:
+        """``fire_recurring_many``'s answer, after ``send`` ran on the due firings it created
+        and the transaction committed. The chunk is checked first; bad input writes nothing."""

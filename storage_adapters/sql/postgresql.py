@@ -21,7 +21,7 @@ from storage_adapters.checks.values import positive_count
 from storage_adapters.permanent import dns_problem, postgresql_problem
 from storage_adapters.sql.dialect import Dialect
 from storage_adapters.sql.storage import SQLStorage
-from storage_adapters.sql.transactional_release import SQLTransactionalReleaseStore
+from storage_adapters.sql.transactional_firing import SQLTransactionalFiringStore
 from storage_adapters.urls import InvalidStorageURLError, mask_url
 
 __all__ = ["PostgreSQLStorage"]
@@ -120,7 +120,7 @@ def normalise_url(url: str) -> str:
     return f"postgresql+psycopg://{rest}"
 
 
-class PostgreSQLStorage(SQLTransactionalReleaseStore, SQLStorage):
+class PostgreSQLStorage(SQLTransactionalFiringStore, SQLStorage):
     """The ``Storage`` contract on PostgreSQL >= 12 through psycopg 3.
 
     ``pool_size`` connections stay open, and as many again may be opened under load, so it should

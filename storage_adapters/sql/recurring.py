@@ -152,7 +152,9 @@ class SQLRecurringStore(SQLPlumbing):
 
     def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
         params = {"limit": positive_count("limit", limit)}
-        return [recurring_record(row) for row in self._rows(self._sql.fetch_due_recurring, params)]
+        # on the driver (plain tuples): a recurring burst reads a batch of rows per pass
+        rows = self._driver_rows(self._sql.fetch_due_recurring, params)
+        return [recurring_record(row) for row in rows]
 
     def next_recurring_at(self) -> float | None:
         value = self._scalar(self._sql.next_recurring_at)

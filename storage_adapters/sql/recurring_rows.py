@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.engine import Row
-
 from storage_adapters.checks.values import check_manual_firing, check_new_recurring
 from storage_adapters.records import ManualFiring, NewRecurring, PlannedFiring, RecurringRecord
 from storage_adapters.sql.statements import SAVED_ARRAYS
@@ -114,21 +112,24 @@ def trigger_params(recurring_id: str, version: int, firing: ManualFiring) -> dic
     }
 
 
-def recurring_record(row: Row[Any]) -> RecurringRecord:
-    """A row of ``RECURRING_FIELDS`` (SQLAlchemy's ``Boolean`` turns SQLite's 0/1 into a bool)."""
+def recurring_record(row: Sequence[Any]) -> RecurringRecord:
+    """A row of ``RECURRING_FIELDS``, read by position: a ``Row`` or the driver's plain tuple
+    (``SQLPlumbing._driver_rows``; SQLite's driver gives ``enabled`` as 0 or 1)."""
+    recurring_id, task, payload, schedule, enabled, next_run_at, last_run_at, history = row[:8]
+    version, created_at, updated_at, pause_note, paused_by, paused_at = row[8:]
     return RecurringRecord(
-        id=row.id,
-        task=row.task,
-        payload=row.payload,
-        schedule=row.schedule,
-        enabled=row.enabled,
-        next_run_at=None if row.next_run_at is None else float(row.next_run_at),
-        last_run_at=None if row.last_run_at is None else float(row.last_run_at),
-        history=row.history,
-        version=int(row.version),
-        created_at=float(row.created_at),
-        updated_at=float(row.updated_at),
-        pause_note=row.pause_note,
-        paused_by=row.paused_by,
-        paused_at=None if row.paused_at is None else float(row.paused_at),
+        id=recurring_id,
+        task=task,
+        payload=payload,
+        schedule=schedule,
+        enabled=bool(enabled),
+        next_run_at=None if next_run_at is None else float(next_run_at),
+        last_run_at=None if last_run_at is None else float(last_run_at),
+        history=history,
+        version=int(version),
+        created_at=float(created_at),
+        updated_at=float(updated_at),
+        pause_note=pause_note,
+        paused_by=paused_by,
+        paused_at=None if paused_at is None else float(paused_at),
     )

@@ -34,7 +34,13 @@ from storage_adapters.sql.rate_limit_statements import bind_deferred, deferral
 from storage_adapters.sql.rate_limits import checked_deferral, deferral_pages
 from storage_adapters.sql.statements import Statements
 
-__all__ = ["SQLTransactionalReleaseStore", "TransactionalStatements"]
+__all__ = [
+    "SETTLEMENTS",
+    "Run",
+    "SQLTransactionalReleaseStore",
+    "TransactionSettlement",
+    "TransactionalStatements",
+]
 
 
 def _state(state: JobState) -> sa.ColumnElement[str]:
@@ -105,14 +111,17 @@ class TransactionalStatements:
         self.defer = deferral(jobs, given_back, dialect, JobState.ENQUEUED, end_lease=False)
 
 
+#: The statements of ``ChunkSettlement``, by name.
+SETTLEMENTS = ("expire", "unclaim", "back_off", "fail", "defer")
+
 #: Runs one of ``TransactionalStatements``' statements, by name, on the open transaction.
-_Run = Callable[[str, Mapping[str, Any]], list[Any]]
+Run = Callable[[str, Mapping[str, Any]], list[Any]]
 
 
-class _Settlement:
+class TransactionSettlement:
     """``ChunkSettlement`` on the open transaction: each call is one statement for its ids."""
 
-    def __init__(self, run: _Run, dialect: Dialect, token: int):
+    def __init__(self, run: Run, dialect: Dialect, token: int):
         self._run = run
         self._dialect = dialect
         self._token = token
@@ -154,18 +163,8 @@ class SQLTransactionalReleaseStore(SQLPlumbing):
         lock: LockLease,
         send: Callable[[list[ClaimedJob], ChunkSettlement], None],
     ) -> list[ClaimedJob]:
-        statements = self._transactional_statements()
-        compiled = {
-            name: self._prepared(getattr(statements, name))
-            for name in ("claim", "expire", "unclaim", "back_off", "fail", "defer")
-        }
         with self._held_cursor("release_in_transaction") as cursor:
-
-            def run(which: str, params: Mapping[str, Any]) -> list[Any]:
-                prepared = compiled[which]
-                cursor.execute(prepared.sql, prepared.parameters(params))
-                return list(cursor.fetchall()) if cursor.description is not None else []
-
+            run = self._runner(cursor, ("claim", *SETTLEMENTS))
             # The due-scan settings keep the claim on the primary key whatever the statistics
             # say (a seq scan of a table a burst just filled reads every row per chunk).
             settings = self._dialect.due_scan_settings
@@ -180,7 +179,7 @@ class SQLTransactionalReleaseStore(SQLPlumbing):
                 rows = run("claim", params)
                 claims = sorted((claimed_job(r, lock.token) for r in rows), key=_due_first)
                 if claims:
-                    send(claims, _Settlement(run, self._dialect, lock.token))
+                    send(claims, TransactionSettlement(run, self._dialect, lock.token))
                 cursor.execute("COMMIT")
             except BaseException:
                 # the connection goes back to the pool as failed whether this works or not
@@ -188,6 +187,18 @@ class SQLTransactionalReleaseStore(SQLPlumbing):
                     cursor.execute("ROLLBACK")
                 raise
         return claims
+
+    def _runner(self, cursor: Any, names: tuple[str, ...]) -> Run:
+        """Runs ``names`` of ``TransactionalStatements`` on ``cursor``'s open transaction."""
+        statements = self._transactional_statements()
+        compiled = {name: self._prepared(getattr(statements, name)) for name in names}
+
+        def run(which: str, params: Mapping[str, Any]) -> list[Any]:
+            prepared = compiled[which]
+            cursor.execute(prepared.sql, prepared.parameters(params))
+            return list(cursor.fetchall()) if cursor.description is not None else []
+
+        return run
 
     def _transactional_statements(self) -> TransactionalStatements:
         """Built once per prefix (a shard's sibling has statements of its own)."""

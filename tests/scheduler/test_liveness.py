@@ -98,9 +98,11 @@ def test_processes_show_alive_then_killed_dead_then_stopped_gone(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given two real `parallel-scheduler run` processes on one store, and a recurring job firing
-    # every second: an instance is active for a lock once it held it (peeking does not count)
+    # every second: an instance is active for a lock once it held it (peeking does not count).
+    # Its firings are jittered, so most are due after the step that creates them and are
+    # released by the delayed scheduler (one due at once may be sent by the firing step itself).
     Client(store.storage, retry_for=5).recurring.save(
-        "tick", "tasks.tick", "* * * * * *", misfire_policy="skip"
+        "tick", "tasks.tick", "* * * * * *", misfire_policy="skip", jitter=0.9
     )
     first, second = spawn_run(store, tmp_path, "first"), spawn_run(store, tmp_path, "second")
     try:

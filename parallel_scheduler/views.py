@@ -132,7 +132,8 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
     except Exception as exc:
         problems.append(f"schedule cannot be decoded ({type(exc).__name__}: {exc})")
         names = ("cron", "every", "timezone", "misfire_policy", "jitter", "catch_up_window")
-        return dict.fromkeys((*names, "max_runs", "exclude", "overlap", "overlap_timeout"))
+        added = ("max_runs", "exclude", "overlap", "overlap_timeout", "pause_after_failures")
+        return dict.fromkeys((*names, *added))
     return {
         "cron": raw.get("cron") or None,
         "every": _seconds(raw.get("every")),
@@ -144,6 +145,7 @@ def _schedule_fields(text: object, problems: list[str]) -> dict[str, Any]:
         "max_runs": _seconds(raw.get("max_runs")),
         "overlap": raw.get("overlap", "allow"),
         "overlap_timeout": _seconds(raw.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT)),
+        "pause_after_failures": _seconds(raw.get("pause_after_failures")),
     }
 
 

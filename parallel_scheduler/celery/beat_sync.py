@@ -28,6 +28,7 @@ from celery.schedules import schedule as interval_schedule
 from parallel_scheduler.errors import ConfigurationError, InvalidJobError
 from parallel_scheduler.jitter import check_jitter
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
+from parallel_scheduler.recurring.failure_policy import check_pause_after_failures
 from parallel_scheduler.recurring.jobs import RecurringJob, RecurringJobs
 from parallel_scheduler.recurring.overlap_policy import DEFAULT_OVERLAP_TIMEOUT, check_overlap
 
@@ -99,7 +100,11 @@ def _same(
         and existing.kwargs == dict(entry.get("kwargs") or {})
         and existing.options == _options(entry)
         and existing.schedule.jitter == _jitter(name, entry)
-        and (existing.schedule.overlap, existing.schedule.overlap_timeout)
+        and (
+            existing.schedule.overlap,
+            existing.schedule.overlap_timeout,
+            existing.schedule.pause_after_failures,
+        )
         == tuple(_overlap(name, entry).values())
         and _when(existing) == dict(when)
     )
@@ -119,15 +124,19 @@ def _jitter(name: str, entry: Mapping[str, Any]) -> float:
 
 
 def _overlap(name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """``options={"overlap": ..., "overlap_timeout": SECONDS}`` of a beat entry (``allow`` and
-    3600 without), checked; a bad one names the entry."""
+    """``options={"overlap": ..., "overlap_timeout": SECONDS, "pause_after_failures": K}`` of
+    a beat entry (``allow``, 3600 and ``None`` without), checked; a bad one names the entry."""
     options = entry.get("options") or {}
     overlap = options.get("overlap", "allow")
     timeout = options.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT)
     if isinstance(timeout, timedelta):
         timeout = timeout.total_seconds()
     try:
-        return {"overlap": overlap, "overlap_timeout": check_overlap(overlap, timeout)}
+        return {
+            "overlap": overlap,
+            "overlap_timeout": check_overlap(overlap, timeout),
+            "pause_after_failures": check_pause_after_failures(options.get("pause_after_failures")),
+        }
     except InvalidJobError as exc:
         raise InvalidJobError(f"beat entry {name!r}: {exc}") from None
 

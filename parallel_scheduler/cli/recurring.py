@@ -73,6 +73,10 @@ def add_commands(commands: Any) -> None:
         help="an unfinished firing counts as finished this long after its tick (default 3600)",
     )  # fmt: skip
     add.add_argument(
+        "--pause-after-failures", type=max_runs_arg, metavar="K",
+        help="pause the job after K failed firings in a row (1 to 20; needs execution outcomes)",
+    )  # fmt: skip
+    add.add_argument(
         "--exclude", action="append", default=[], metavar="CALENDAR",
         help="do not fire on the dates of this calendar (repeatable, or a comma list)",
     )  # fmt: skip
@@ -122,7 +126,8 @@ def cmd_recurring_add(ns: argparse.Namespace) -> int:
             timezone=ns.timezone, start=ns.start, end=ns.end, misfire_policy=ns.misfire,
             misfire_cap=ns.misfire_cap, jitter=ns.jitter, catch_up_window=ns.catch_up_window,
             max_runs=ns.max_runs, exclude=calendar_names(ns.exclude), overlap=ns.overlap,
-            overlap_timeout=ns.overlap_timeout, enabled=not ns.paused, mode=ns.mode, **options,
+            overlap_timeout=ns.overlap_timeout, pause_after_failures=ns.pause_after_failures,
+            enabled=not ns.paused, mode=ns.mode, **options,
         )  # fmt: skip
     next_run = job.next_run_at.isoformat() if job.next_run_at else "never"
     print(f"{job.id} saved ({ns.mode}); next run {next_run}")

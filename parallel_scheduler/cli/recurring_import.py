@@ -7,8 +7,8 @@ skipped), or YAML (a list of objects) when its name ends in ``.yaml`` or ``.yml`
 JSON lines from standard input. Each object holds ``save``'s arguments: ``id``, ``task``,
 ``cron`` or ``every`` (seconds), and optionally ``args``, ``kwargs``, ``timezone``, ``start``
 and ``end`` (ISO 8601 with a zone), ``misfire_policy``, ``misfire_cap``, ``misfire_grace``,
-``jitter``, ``catch_up_window``, ``max_runs``, ``overlap``, ``overlap_timeout``, ``enabled``
-and send options such as ``queue``.
+``jitter``, ``catch_up_window``, ``max_runs``, ``overlap``, ``overlap_timeout``,
+``pause_after_failures``, ``enabled`` and send options such as ``queue``.
 Errors name the line (JSON lines) or the item (YAML).
 """
 

@@ -31,6 +31,7 @@ from parallel_scheduler.dashboard.context import (
 )
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
 from parallel_scheduler.dashboard.pages import bulk as pages_bulk
+from parallel_scheduler.dashboard.pages import job_new as pages_job_new
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
 from parallel_scheduler.dashboard.pages import outcomes as pages_outcomes
 from parallel_scheduler.dashboard.pages import overview as pages_overview
@@ -225,6 +226,7 @@ def build_app(
     pages_overview.register(app)
     pages_jobs.register(app)
     pages_bulk.register(app)
+    pages_job_new.register(app)
     pages_recurring.register(app)
     pages_recurring_new.register(app)
     pages_outcomes.register(app)

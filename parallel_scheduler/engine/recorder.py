@@ -61,6 +61,8 @@ class MetricsRecorder(Protocol):
 
     def overlap_held(self, policy: str, count: int) -> None: ...
 
+    def paused_after_failures(self, count: int) -> None: ...
+
 
 class NullRecorder:
     """Metrics off: every event is dropped."""
@@ -93,6 +95,9 @@ class NullRecorder:
         pass
 
     def overlap_held(self, policy: str, count: int) -> None:
+        pass
+
+    def paused_after_failures(self, count: int) -> None:
         pass
 
 

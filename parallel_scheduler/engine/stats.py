@@ -120,6 +120,7 @@ class FireOutcome(enum.Enum):
     FIRED = "fired"  # its firings were added and its next run advanced
     STALE = "stale"  # another writer changed it first, or the lock's lease ran out
     FAILED = "failed"  # its stored schedule or next run is unusable: left as it is, reported
+    PAUSED = "paused"  # its pause_after_failures was reached: paused instead of fired
 
 
 class FireResult(NamedTuple):
@@ -145,6 +146,7 @@ class RecurringPassStats:
     missed: int = 0  # ticks late by more than the misfire grace
     skipped: int = 0  # ticks held back by overlap: skipped, or collapsed into a buffered one
     failed: int = 0
+    paused: int = 0  # recurring jobs paused after their pause_after_failures failed firings
     duration: float = 0.0
 
     def add(self, result: FireResult) -> None:
@@ -156,6 +158,8 @@ class RecurringPassStats:
             self.fired += 1
         elif result.outcome is FireOutcome.STALE:
             self.stale += 1
+        elif result.outcome is FireOutcome.PAUSED:
+            self.paused += 1
         else:
             self.failed += 1
 

@@ -152,6 +152,11 @@ class PrometheusRecorder:
             "a buffered one), by overlap policy",
             "policy",
         )
+        self._paused_after_failures = counter(
+            "recurring_paused_after_failures",
+            "Recurring jobs paused by the scheduler after their pause_after_failures failed "
+            "firings in a row",
+        )
         # Every labelled series exists from the start at 0, so rate() and alerts see it at once.
         for path in RELEASE_PATHS:
             self._released.labels(path)
@@ -211,6 +216,10 @@ class PrometheusRecorder:
     def overlap_held(self, policy: str, count: int) -> None:
         if count:
             self._overlap_held.labels(policy).inc(count)
+
+    def paused_after_failures(self, count: int) -> None:
+        if count:
+            self._paused_after_failures.inc(count)
 
 
 class GaugedStore(JobStore, ReleaseStore, ClockSource, Protocol):

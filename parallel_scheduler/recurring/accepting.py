@@ -61,6 +61,7 @@ def new_recurring(
     max_runs: int | None = None,
     overlap: OverlapPolicy = "allow",
     overlap_timeout: float | timedelta = DEFAULT_OVERLAP_TIMEOUT,
+    pause_after_failures: int | None = None,
     outcomes_recorded: bool = True,
     enabled: bool = True,
     now: float,
@@ -69,7 +70,8 @@ def new_recurring(
 ) -> NewRecurring:
     """The recurring job as stored, every argument validated (``RecurringJobs.save`` documents
     them), its next run the first tick after ``now``; ``InvalidJobError`` names what is wrong.
-    ``outcomes_recorded``: ``Settings.record_outcomes``, which an ``overlap`` needs."""
+    ``outcomes_recorded``: ``Settings.record_outcomes``, which an ``overlap`` and a
+    ``pause_after_failures`` need."""
     validate_recurring_id(recurring_id)
     schedule = Schedule(
         cron,
@@ -86,8 +88,9 @@ def new_recurring(
         max_runs=max_runs,
         overlap=overlap,
         overlap_timeout=_seconds(overlap_timeout),  # type: ignore[arg-type]
+        pause_after_failures=pause_after_failures,
     )
-    check_recorded(schedule.overlap, outcomes_recorded)
+    check_recorded(schedule.overlap, outcomes_recorded, schedule.pause_after_failures)
     spec = JobSpec(task, args=args, kwargs=kwargs or {}, options=options, id=recurring_id)
     payload = spec.encode(0.0, max_payload_bytes).payload
     upcoming = next_tick(schedule, now)

@@ -6,7 +6,8 @@ has a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is
 storage and every tick fires exactly once, even across crashes and racing schedulers. A job's
 ``max_runs`` trims its plan to the runs left (``limits.py``); the count is in the history the
 same step writes, under the same compare-and-set. A job's ``overlap`` policy holds its ticks back
-while an earlier firing runs (``overlap.py``: read before the step, written by it).
+while an earlier firing runs (``overlap.py``: read before the step, written by it); one that
+reached its ``pause_after_failures`` is left out of the step and paused (``failure_pause.py``).
 
 Where storage and the broker's lists share a Redis server (``FiringPush.firing_list_db``, found
 by the delayed scheduler's one-script release), the same step pushes each new firing that is
@@ -29,11 +30,12 @@ from parallel_scheduler.engine.stats import FireOutcome, FireResult
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.ranges import check_instant
+from parallel_scheduler.recurring.failure_pause import Pause, gate_outcomes, pause_all
 from parallel_scheduler.recurring.history import add_history, later_run
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.limits import limit_plan
 from parallel_scheduler.recurring.misfires import FiringPlan, plan_firing
-from parallel_scheduler.recurring.overlap import Planned, apply_overlap
+from parallel_scheduler.recurring.overlap import Planned
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at
 from storage_adapters import (
     ChunkSend,
@@ -124,16 +126,23 @@ def fire_chunk(
             continue
         staged.append((record, schedule, plan))
         positions.append(position)
-    overlapped = apply_overlap(storage, staged, moment, calendars)  # reads only if a job needs
-    for position, (record, schedule, _), (plan, held_back) in zip(
-        positions, staged, overlapped, strict=True
-    ):
+    gated = gate_outcomes(storage, staged, moment, calendars)  # reads only if a job needs
+    pauses: list[tuple[int, Pause]] = []
+    for position, (record, schedule, _), gate in zip(positions, staged, gated, strict=True):
+        if isinstance(gate, Pause):  # its failures reached pause_after_failures: not fired,
+            pauses.append((position, gate))  # but paused once the step is planned without it
+            continue
+        plan, held_back = gate
         # the count read at the version the firing is planned from: the compare-and-set
         # that guards the firing guards the count, so racing schedulers cannot exceed it
         plan = limit_plan(plan, schedule.max_runs, record.history)
         planned.append(_planned(record, schedule, plan, envelope, route))
         plans.append((position, schedule, plan, held_back))
     replies = _fire(storage, held, planned, push)
+    paused = pause_all(storage, held, [pause for _, pause in pauses])
+    for (position, _), done in zip(pauses, paused, strict=True):
+        results[position] = FireResult(FireOutcome.PAUSED if done else FireOutcome.STALE)
+    metrics.paused_after_failures(sum(paused))
     misfires: Counter[str] = Counter()
     overlapped_by: Counter[str] = Counter()
     for (position, schedule, plan, held_back), reply in zip(plans, replies, strict=True):

@@ -124,6 +124,7 @@ class RecurringJobs:
         max_runs: int | None = None,
         overlap: overlap_policy.OverlapPolicy = "allow",
         overlap_timeout: float | timedelta = overlap_policy.DEFAULT_OVERLAP_TIMEOUT,
+        pause_after_failures: int | None = None,
         enabled: bool = True,
         mode: SaveMode = "create",
         **options: Any,
@@ -166,6 +167,8 @@ class RecurringJobs:
             (one, however many came). Needs execution outcomes (``overlap.py``).
         :param overlap_timeout: seconds (or a ``timedelta``) after its tick at which a firing
             with no final outcome (its worker died) counts as finished; 3600 by default.
+        :param pause_after_failures: pause the job after this many failed firings in a row
+            (1 to 20; ``failure_pause.py``); ``None`` (default): never. Needs outcomes too.
         :param enabled: ``False`` saves it paused.
         :param mode: ``"create"`` (default), ``"update"`` or ``"upsert"``.
         :param options: send options of each firing (``queue``, ``priority``, ``headers``, ...).
@@ -194,6 +197,7 @@ class RecurringJobs:
             max_runs=max_runs,
             overlap=overlap,
             overlap_timeout=overlap_timeout,
+            pause_after_failures=pause_after_failures,
             outcomes_recorded=self.outcomes_recorded,
             enabled=enabled,
             now=self._clock.now(),

@@ -17,7 +17,8 @@ timeout has passed.
 - Both fire at most one tick per pass (the latest of a catch-up): more would overlap each other.
 
 The outcomes are read before the storage step that fires (one ``latest_outcomes`` per chunk,
-then a ``get_job`` per firing with no final outcome). An outcome only ever goes from unfinished
+``read_latest``, shared with ``failure_pause.py``'s count of failures, then a ``get_job`` per
+firing with no final outcome). An outcome only ever goes from unfinished
 to finished, so a race with a worker finishing delays a tick by one pass, never fires two at
 once; the step's compare-and-set still makes each tick fire once across racing schedulers.
 """
@@ -39,7 +40,15 @@ from storage_adapters import JobState, OutcomeEvent, OutcomeState, RecurringReco
 #: A due recurring job as ``fire_chunk`` plans it: its row, its schedule, its misfire plan.
 Planned = tuple[RecurringRecord, Schedule, FiringPlan]
 
-__all__ = ["RECHECK", "Planned", "apply_overlap", "recent_ids", "running_jobs"]
+__all__ = [
+    "RECHECK",
+    "Planned",
+    "apply_overlap",
+    "overlap_ids",
+    "read_latest",
+    "recent_ids",
+    "running_jobs",
+]
 
 #: Seconds between two looks at a job holding a buffered tick: its firing comes at most this
 #: long (plus a poll interval) after the running one finishes; each look is one small write.
@@ -71,14 +80,29 @@ def recent_ids(history: str, now: float, timeout: float) -> list[str]:
     return ids
 
 
-def running_jobs(storage: Storage, job_ids: Iterable[str]) -> set[str]:
-    """Those of ``job_ids`` still running (the module's rule): one ``latest_outcomes`` read per
-    thousand ids, then one ``get_job`` per id without a final outcome."""
+def read_latest(storage: Storage, job_ids: Iterable[str]) -> dict[str, OutcomeEvent]:
+    """The latest execution outcome of each of ``job_ids`` that has one: one
+    ``latest_outcomes`` read per thousand ids, shared by every check of a chunk that needs
+    outcomes (overlap here, ``pause_after_failures`` in ``failure_pause.py``)."""
     ids = list(dict.fromkeys(job_ids))
     latest: dict[str, OutcomeEvent] = {}
     for first in range(0, len(ids), _IDS_PER_READ):
         part = ids[first : first + _IDS_PER_READ]
         latest.update(call_storage(partial(storage.latest_outcomes, part)))
+    return latest
+
+
+def running_jobs(
+    storage: Storage,
+    job_ids: Iterable[str],
+    latest: Mapping[str, OutcomeEvent] | None = None,
+) -> set[str]:
+    """Those of ``job_ids`` still running (the module's rule): their outcomes read (or taken
+    from ``latest``, read already for all of them), then one ``get_job`` per id without a final
+    outcome."""
+    ids = list(dict.fromkeys(job_ids))
+    if latest is None:
+        latest = read_latest(storage, ids)
     running: set[str] = set()
     for job_id in ids:
         event = latest.get(job_id)
@@ -90,23 +114,34 @@ def running_jobs(storage: Storage, job_ids: Iterable[str]) -> set[str]:
     return running
 
 
+def overlap_ids(items: Sequence[Planned], now: float) -> dict[int, list[str]]:
+    """By position, the kept firings to look at of each item whose policy needs them."""
+    return {
+        i: recent_ids(record.history, now, schedule.overlap_timeout)
+        for i, (record, schedule, plan) in enumerate(items)
+        if _needs_check(schedule, record.next_run_at, plan)
+    }
+
+
 def apply_overlap(
     storage: Storage,
     items: Sequence[Planned],
     now: float,
     calendars: Mapping[str, Calendar] | None,
+    latest: Mapping[str, OutcomeEvent] | None = None,
 ) -> list[tuple[FiringPlan, int]]:
     """Each item's plan as its overlap policy has it at storage time ``now``, and how many of
     its ticks the policy held back (skipped, or collapsed into one firing): one read of the
-    running firings for all the items whose policy needs it, none when no item's does."""
-    checked = [i for i, (r, s, p) in enumerate(items) if _needs_check(s, r.next_run_at, p)]
+    running firings for all the items whose policy needs it (none when ``latest`` holds the
+    outcomes already read for them), none when no item's does."""
+    recent = overlap_ids(items, now)
     decided: list[tuple[FiringPlan, int]] = [(plan, 0) for _, _, plan in items]
-    if not checked:
+    if not recent:
         return decided
-    recent = {i: recent_ids(items[i][0].history, now, items[i][1].overlap_timeout) for i in checked}
-    running = running_jobs(storage, (job_id for ids in recent.values() for job_id in ids))
-    for i in checked:
-        busy = any(job_id in running for job_id in recent[i])
+    ids = (job_id for found in recent.values() for job_id in found)
+    running = running_jobs(storage, ids, latest)
+    for i, found in recent.items():
+        busy = any(job_id in running for job_id in found)
         decided[i] = _decided(items[i], busy, now, calendars)
     return decided
 

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.ranges import check_interval, shown
+from parallel_scheduler.recurring.failure_policy import check_pause_after_failures
 
 __all__ = [
     "DEFAULT_OVERLAP_TIMEOUT",
@@ -53,24 +54,42 @@ class _Overlapping(Protocol):
     def overlap(self) -> str: ...
     @property
     def overlap_timeout(self) -> float: ...
+    @property
+    def pause_after_failures(self) -> int | None: ...
 
 
 def check_schedule(schedule: _Overlapping) -> None:
     """Check a schedule's ``overlap`` and ``overlap_timeout`` as it is made, the timeout kept
-    as a float (an ``int`` read from JSON or typed in compares and stores the same)."""
+    as a float (an ``int`` read from JSON or typed in compares and stores the same), and its
+    ``pause_after_failures`` (``failure_policy.py``), the other field that reads outcomes."""
     object.__setattr__(
         schedule, "overlap_timeout", check_overlap(schedule.overlap, schedule.overlap_timeout)
     )
+    check_pause_after_failures(schedule.pause_after_failures)
 
 
-def check_recorded(overlap: str, outcomes_recorded: bool) -> None:
-    """Refuse ``overlap`` other than ``allow`` when execution outcomes are known not to be
-    recorded (``Settings.record_outcomes`` off): no firing would ever be seen to finish."""
-    if overlap != "allow" and not outcomes_recorded:
-        raise InvalidJobError(
-            f"overlap {overlap!r} needs execution outcomes, and record_outcomes is off: "
-            "turn it on (PARALLEL_SCHEDULER_RECORD_OUTCOMES=true) or use overlap 'allow'"
+def check_recorded(
+    overlap: str, outcomes_recorded: bool, pause_after_failures: int | None = None
+) -> None:
+    """Refuse ``overlap`` other than ``allow``, or a ``pause_after_failures``, when execution
+    outcomes are known not to be recorded (``Settings.record_outcomes`` off): no firing would
+    ever be seen to finish, or to fail."""
+    if outcomes_recorded:
+        return
+    if overlap != "allow":
+        _needs_outcomes(f"overlap {overlap!r}", "use overlap 'allow'")
+    if pause_after_failures is not None:
+        _needs_outcomes(
+            f"pause_after_failures={pause_after_failures}", "leave pause_after_failures unset"
         )
+
+
+def _needs_outcomes(what: str, instead: str) -> None:
+    """The one refusal of a setting that reads execution outcomes while they are off."""
+    raise InvalidJobError(
+        f"{what} needs execution outcomes, and record_outcomes is off: "
+        f"turn it on (PARALLEL_SCHEDULER_RECORD_OUTCOMES=true) or {instead}"
+    )
 
 
 def seconds_arg(text: str | None) -> object:

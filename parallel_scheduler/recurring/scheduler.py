@@ -126,7 +126,8 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 "recurring pass: %d recurring job(s) fired, %d firing(s) created, "
                 "%d firing(s) already existed, %d stale recurring job(s), "
                 "%d missed occurrence(s), %d recurring job(s) failed, "
-                "%d tick(s) held back by overlap",
+                "%d tick(s) held back by overlap, "
+                "%d recurring job(s) paused after failures",
                 stats.fired,
                 stats.created,
                 stats.existed,
@@ -134,6 +135,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 stats.missed,
                 stats.failed,
                 stats.skipped,
+                stats.paused,
                 extra=pass_event(stats.as_dict()),
             )
 

@@ -134,6 +134,7 @@ class RecurringJob(StoredCall):
             "runs": self.runs,
             "overlap": self.schedule.overlap,
             "overlap_timeout": self.schedule.overlap_timeout,
+            "pause_after_failures": self.schedule.pause_after_failures,
             "enabled": self.enabled,
             "next_run_at": self.next_run_at.isoformat() if self.next_run_at else None,
             "last_run_at": self.last_run_at.isoformat() if self.last_run_at else None,

@@ -98,7 +98,8 @@ class Schedule:
     seconds (when set) never fires, whatever the policy (``misfires.py``). ``jitter`` seconds
     spread each tick's firing over ``[tick, tick + jitter)``, below the next tick (``jitter.py``).
     ``max_runs`` ends the job after that many scheduled firings (``limits.py``). ``overlap``
-    says what a tick does while an earlier firing runs (``overlap_policy.py``, ``overlap.py``).
+    says what a tick does while an earlier firing runs (``overlap_policy.py``, ``overlap.py``);
+    ``pause_after_failures`` pauses the job after that many failed firings (``failure_pause.py``).
 
     Only the cron is positional (``Schedule("0 9 * * 1-5", timezone="Europe/Berlin")``,
     ``Schedule(every=90.0)``): ten settings cannot be passed in the wrong order.
@@ -119,6 +120,7 @@ class Schedule:
     exclude: tuple[str, ...] = ()  # names of calendars of excluded dates (calendars.py)
     overlap: overlap_policy.OverlapPolicy = "allow"  # a tick while an earlier firing runs
     overlap_timeout: float = overlap_policy.DEFAULT_OVERLAP_TIMEOUT  # then counted as finished
+    pause_after_failures: int | None = None  # paused after this many failed firings in a row
 
     def __post_init__(self) -> None:
         if self.every is not None:
@@ -242,6 +244,7 @@ _ADDED: dict[str, object] = {
     "exclude": (),
     "overlap": "allow",
     "overlap_timeout": overlap_policy.DEFAULT_OVERLAP_TIMEOUT,
+    "pause_after_failures": None,
 }
 
 

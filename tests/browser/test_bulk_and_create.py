@@ -1,6 +1,7 @@
 """In a real browser: the tick boxes in the Jobs table belong to the bulk form under it (the
-``form`` attribute: no nested forms, no script), and a recurring job is previewed, then created,
-from the New recurring job page."""
+``form`` attribute: no nested forms, no script), a recurring job is previewed, then created,
+from the New recurring job page, and a unique job is scheduled, then kept, from the Schedule a
+job page."""
 
 from __future__ import annotations
 
@@ -57,3 +58,22 @@ def test_create_a_recurring_job_after_previewing_it(
     assert saved is not None and saved.kwargs == {"audience": "all"}
     assert (saved.schedule.cron, saved.schedule.timezone) == ("0 9 * * 1", "America/New_York")
     assert page.locator("#recurring-table tr[data-recurring-id='weekly-digest']").count() == 1
+
+
+def test_schedule_a_unique_job_then_keep_it(
+    page: Any, dashboard: str, data: DataSet, client: Client
+) -> None:
+    page.goto(dashboard + "/jobs")
+    follow(page, "#new-job")
+    for _ in range(2):
+        page.fill("#new-task", "billing.remind")
+        page.fill("#new-args", "[42]")
+        page.fill("#new-countdown", "3600")
+        page.fill("#new-unique-key", "invoice-42")
+        page.check("#new-confirm")
+        follow(page, "#new-submit")
+    assert "kept (unchanged)" in page.inner_text("#schedule-result")
+    follow(page, "#result-job")
+    assert "invoice-42" in page.inner_text("#job-unique-key")
+    held = [job for job in client.list(limit=500) if job.unique_key == "invoice-42"]
+    assert len(held) == 1 and held[0].args == [42]

@@ -68,6 +68,7 @@ def _pages(data: DataSet) -> list[str]:
         "/recurring",
         f"/recurring/edit?id={LONG_RECURRING}",
         "/recurring/new",
+        "/jobs/new",
         "/errors",
         "/outcomes",
         "/pauses",

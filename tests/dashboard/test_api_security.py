@@ -27,6 +27,7 @@ TOKEN = "api-token-123"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 #: Every state change of the API, with a body it accepts.
 CHANGES: tuple[tuple[str, str, Any], ...] = (
+    ("POST", "/api/v1/jobs", {"task": "t.new", "countdown": 60, "unique_key": "k-1"}),
     ("POST", "/api/v1/jobs/s-1/reschedule", {"countdown": 60}),
     ("POST", "/api/v1/jobs/s-1/run-now", None),
     ("POST", "/api/v1/jobs/s-1/cancel", None),
@@ -63,6 +64,7 @@ def _unchanged(client: Client) -> None:
     job = client.get("s-1")
     nightly = client.recurring.get("nightly")
     assert job is not None and job.state is JobState.SCHEDULED
+    assert sum(client.storage.count_by_state().values()) == 1  # POST /jobs wrote nothing
     assert nightly is not None and nightly.enabled and nightly.schedule.cron == "0 2 * * *"
     assert client.recurring.get("other") is None
     assert [(p.kind.value, p.name) for p in client.pauses()] == [("task", "t.held")]

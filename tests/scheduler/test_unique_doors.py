@@ -1,12 +1,15 @@
 """Unique jobs at every door (issue 25, item 3): ``Client.schedule``, ``JobSpec`` through
-``schedule_many``, the command line and ``apply_async`` through the Celery plugin refuse the same
+``schedule_many``, the command line, ``apply_async`` through the Celery plugin, the HTTP API's
+``POST /api/v1/jobs`` and the dashboard's "Schedule a job" form refuse the same
 bad ``unique_key`` or ``on_conflict`` with the words of storage's own check
 (``storage_adapters/checks/unique.py``) and write nothing; the command line and ``show``/``list``
 say what a unique call did and which key a job holds. On every adapter."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 
 from parallel_scheduler import Client, JobSpec
 from parallel_scheduler.cli import main
+from parallel_scheduler.dashboard import create_app
 from parallel_scheduler.errors import InvalidJobError
 from storage_adapters import InvalidArgumentError, InvalidRecordError, NewJob
 from storage_adapters.checks.unique import check_unique_job
@@ -62,7 +66,7 @@ def _command_line(target: Store, key: Any, on_conflict: Any, capsys: Any) -> str
     assert code == 2 and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("parallel-scheduler: error: ")]
     assert len(lines) == 1, err
-    return lines[0].removeprefix("parallel-scheduler: error: ")
+    return str(lines[0]).removeprefix("parallel-scheduler: error: ")
 
 
 def _celery(target: Store, key: Any, on_conflict: Any, capsys: Any) -> str:
@@ -72,18 +76,51 @@ def _celery(target: Store, key: Any, on_conflict: Any, capsys: Any) -> str:
     return str(refused.value)
 
 
+def _web(target: Store) -> Any:
+    app = create_app(Client(target.storage, retry_for=1.0))
+    app.testing = True
+    return app.test_client()
+
+
+def _http_api(target: Store, key: Any, on_conflict: Any, capsys: Any) -> str:
+    body = {"task": "tasks.invoice", "unique_key": key, "on_conflict": on_conflict}
+    refused = _web(target).post("/api/v1/jobs", json=body, headers={"Authorization": "Bearer x"})
+    assert refused.status_code == 400, refused.data
+    error = refused.get_json()["error"]
+    assert error["code"] == "bad_request"
+    return str(error["message"])
+
+
+def _dashboard_form(target: Store, key: Any, on_conflict: Any, capsys: Any) -> str:
+    web = _web(target)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', web.get("/jobs/new").text)
+    assert token is not None
+    form = {"csrf_token": token.group(1), "task": "tasks.invoice", "confirm": "yes",
+            "countdown": "60", "unique_key": key, "on_conflict": on_conflict}  # fmt: skip
+    refused = web.post("/jobs/new", data=form)
+    assert refused.status_code == 400, refused.data
+    shown = re.search(r'<p id="form-error" class="error">([^<]*)</p>', refused.text)
+    assert shown is not None and 'id="schedule-result"' not in refused.text
+    return str(html.unescape(shown.group(1)))
+
+
 DOORS: dict[str, Callable[..., str]] = {
     "Client.schedule": _client,
     "Client.schedule_many": _schedule_many,
     "command line": _command_line,
     "apply_async": _celery,
+    "HTTP API": _http_api,
+    "dashboard form": _dashboard_form,
 }
 #: The command line's ``--on-conflict`` is a choice: argparse refuses another in its own words.
+#: The form's empty key field means "no unique key": it schedules a plain job
+#: (``test_the_form_takes_an_empty_key_as_a_plain_job``).
 PAIRS = [
     (door, case)
     for door in DOORS
     for case in BAD
     if not (door == "command line" and case == "unknown on_conflict")
+    and not (door == "dashboard form" and case == "empty key")
 ]
 
 
@@ -128,3 +165,18 @@ def test_the_command_line_says_created_kept_or_replaced(
         capsys.readouterr()
         assert main([*store, "schedule", "tasks.invoice", "--unique-key", "invoice-42"]) == 0
         assert "holds the unique key: kept" in capsys.readouterr().out
+
+
+def test_the_form_takes_an_empty_key_as_a_plain_job(adapter_kind: str, tmp_path: Path) -> None:
+    for target in opened(Store, adapter_kind, tmp_path):
+        web = _web(target)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', web.get("/jobs/new").text)
+        assert token is not None
+        form = {"csrf_token": token.group(1), "task": "tasks.invoice", "confirm": "yes",
+                "countdown": "60", "unique_key": "", "on_conflict": "keep"}  # fmt: skip
+        answer = web.post("/jobs/new", data=form)
+        assert answer.status_code == 200 and 'data-outcome="created"' in answer.text
+        made = re.search(r'<a id="result-job" href="[^"]*">([^<]+)</a>', answer.text)
+        assert made is not None
+        job = Client(target.storage).get(html.unescape(made.group(1)))
+        assert job is not None and job.unique_key is None

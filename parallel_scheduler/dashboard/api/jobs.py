@@ -1,6 +1,8 @@
-"""``/api/v1/jobs``: the Jobs page's list (its filters, keyset paging), one job, and the job
-actions (cancel, reschedule, run now). Each action leaves one audit line, as on the pages; the
-answers are the shapes of ``parallel_scheduler.views``, the command line's ``--json`` output."""
+"""``/api/v1/jobs``: the Jobs page's list (its filters, keyset paging), one job, scheduling one
+(``POST /jobs``: 201 when created, 200 when an existing id or a unique key's holder answers), and
+the job actions (cancel, reschedule, run now). Each action leaves one audit line, as on the
+pages; the answers are the shapes of ``parallel_scheduler.views``, the command line's ``--json``
+output."""
 
 from __future__ import annotations
 
@@ -11,21 +13,35 @@ from parallel_scheduler.dashboard.api.body import (
     optional_instant,
     optional_number,
     path_id,
+    typed,
 )
 from parallel_scheduler.dashboard.api.guard import ApiError, found, read_storage, reply
 from parallel_scheduler.dashboard.browse import fetch_page
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import read_filter
 from parallel_scheduler.dashboard.inputs import BadInput, cursor_text, parse_cursor, parse_int
+from parallel_scheduler.dashboard.scheduling import schedule_job
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.timeline import read_outcomes
 from parallel_scheduler.views import cancel_view, job_detail_view, job_view, reschedule_view
 from storage_adapters import JobRecord, JobState
 
-__all__ = ["PAGE_SIZE", "register"]
+__all__ = ["PAGE_SIZE", "SCHEDULE_FIELDS", "register"]
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+#: The fields of a ``POST /jobs`` body (only ``task`` is required).
+SCHEDULE_FIELDS = (
+    "task",
+    "args",
+    "kwargs",
+    "eta",
+    "countdown",
+    "id",
+    "queue",
+    "unique_key",
+    "on_conflict",
+)
 
 
 def _existing(job_id: str) -> JobRecord:
@@ -66,6 +82,30 @@ def get_job(job_id: str) -> Response:
         lambda: read_outcomes(client.storage, job_id), give_up_after=client.retry_for
     )
     return reply(job_detail_view(record, events))
+
+
+def create_job() -> Response:
+    """Schedule one job through ``Client.schedule`` (its checks, its words: a 400, nothing
+    written). ``unique_key`` and ``on_conflict`` go to the client as sent, so a bad one is
+    refused in the words of every other door."""
+    body = json_body(SCHEDULE_FIELDS)
+    task = typed(body, "task", "text")
+    if task is None:
+        raise BadInput("task: the task name is required")
+    queue = typed(body, "queue", "text")
+    view = schedule_job(
+        task,
+        typed(body, "args", "list", []),
+        typed(body, "kwargs", "object", {}),
+        eta=optional_instant(body, "eta"),
+        countdown=optional_number(body, "countdown"),
+        job_id=typed(body, "id", "text"),
+        unique_key=body.get("unique_key"),
+        on_conflict=body.get("on_conflict"),
+        options={} if queue is None else {"queue": queue},
+        action="api_schedule",
+    )
+    return reply(view, 201 if view["created"] else 200)
 
 
 def cancel_job(job_id: str) -> Response:
@@ -111,6 +151,7 @@ def run_job_now(job_id: str) -> Response:
 
 def register(api: Blueprint) -> None:
     api.add_url_rule("/jobs", "jobs", list_jobs)
+    api.add_url_rule("/jobs", "jobs_create", create_job, methods=["POST"])
     api.add_url_rule("/jobs/<job_id>", "job", get_job)
     api.add_url_rule("/jobs/<job_id>/cancel", "cancel", cancel_job, methods=["POST"])
     api.add_url_rule("/jobs/<job_id>/reschedule", "reschedule", reschedule_job, methods=["POST"])

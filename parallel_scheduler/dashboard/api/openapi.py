@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from parallel_scheduler.dashboard.api.guard import CSRF_HEADER
+from parallel_scheduler.dashboard.api.schedule_schemas import SCHEDULE_SCHEMAS
 from parallel_scheduler.dashboard.api.schemas import SCHEMAS, ref
 from parallel_scheduler.version import __version__
 from storage_adapters import JobState, PauseKind
@@ -63,6 +64,13 @@ def _op(
 def _optional_body(op: dict[str, Any]) -> dict[str, Any]:
     """``op`` whose body may be left out (its fields all have defaults)."""
     op["requestBody"]["required"] = False
+    return op
+
+
+def _scheduled(op: dict[str, Any]) -> dict[str, Any]:
+    """``op`` answering 200 too: nothing created (an existing id, or a unique key's holder kept
+    or replaced)."""
+    op["responses"]["200"] = _json(ref("Scheduled"), "an existing job answers: nothing created")
     return op
 
 
@@ -173,7 +181,16 @@ def paths() -> dict[str, Any]:
     job, rec = (JOB_ID,), (RECURRING_ID,)
     return {
         "/jobs": {
-            "get": _op("List jobs, earliest due first (keyset paged)", (200, "JobPage"), (), _LIST)
+            "get": _op("List jobs, earliest due first (keyset paged)", (200, "JobPage"), (), _LIST),
+            "post": _scheduled(
+                _op(
+                    "Schedule one job (unique_key: at most one scheduled job of the task per key)",
+                    (201, "Scheduled"),
+                    (403,),
+                    (),
+                    "ScheduleJob",
+                )
+            ),
         },
         "/jobs/{job_id}": {
             "get": _op("One job with its timeline", (200, "JobDetail"), (404,), job)
@@ -240,7 +257,7 @@ def paths() -> dict[str, Any]:
         },
         "/recurring/{recurring_id}/backfill": {
             "post": _op(
-                "Fire every tick of a past range once",
+                "Fire every tick of a past range once (overlap skip: only its latest)",
                 (200, "Backfilled"),
                 _CHANGE,
                 rec,
@@ -337,7 +354,7 @@ def document(server: str) -> dict[str, Any]:
         "servers": [{"url": server}],
         "paths": paths(),
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "basic": {"type": "http", "scheme": "basic"},

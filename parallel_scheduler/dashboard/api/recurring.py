@@ -7,7 +7,10 @@ A create or ``PUT`` body is the whole recurring job: a field left out takes
 changes: every field left out keeps its stored value, ``options`` are merged key by key (an
 option set to ``null`` is removed), and the result is saved whole with ``mode="update"``.
 ``max_runs`` set to ``null`` removes the limit; the job's count of runs is kept either way.
-``overlap`` and ``overlap_timeout`` are checked by the client, in the words of every entry point.
+``overlap``, ``overlap_timeout`` and ``pause_after_failures`` (``null`` in a ``PATCH``: never
+pause) are checked by the client, in the words of every entry point. A backfill takes
+``overlap`` ``allow`` or ``skip``; ``buffer_one`` waits for firings to finish, which would hold
+the request open, so it is refused with a 400 naming the command line.
 
 Every recurring job answered carries its firings' outcomes (``views.with_outcomes``):
 ``firing_outcomes`` (the state of each recent firing's latest recorded outcome, by job id) and
@@ -72,6 +75,7 @@ SAVE_FIELDS = (
     "max_runs",
     "overlap",
     "overlap_timeout",
+    "pause_after_failures",
     "exclude",
     "enabled",
     "options",
@@ -149,6 +153,7 @@ def _save(recurring_id: str, body: dict[str, Any], mode: SaveMode) -> RecurringR
         max_runs=body.get("max_runs"),  # checked by the client, in its words
         overlap=body.get("overlap", "allow"),  # these two as well
         overlap_timeout=body.get("overlap_timeout", DEFAULT_OVERLAP_TIMEOUT),
+        pause_after_failures=body.get("pause_after_failures"),
         exclude=body.get("exclude", []),  # calendar names: checked by the client too
         enabled=typed(body, "enabled", "boolean", True),
         mode=mode,
@@ -266,6 +271,8 @@ def edit_recurring(recurring_id: str) -> Response:
         max_runs=body.get("max_runs", schedule.max_runs),  # left out: kept; null: no limit
         overlap=body.get("overlap", schedule.overlap),  # left out: kept
         overlap_timeout=body.get("overlap_timeout", schedule.overlap_timeout),
+        # left out: kept; null: never pause
+        pause_after_failures=body.get("pause_after_failures", schedule.pause_after_failures),
         exclude=body.get("exclude", schedule.exclude),  # left out: kept; []: none
         enabled=_kept(enabled, stored.enabled),
         mode="update",
@@ -321,15 +328,27 @@ def trigger_recurring(recurring_id: str) -> Response:
 
 
 def backfill_recurring(recurring_id: str) -> Response:
-    """``POST {"from": ISO 8601, "to": ISO 8601}``: every tick of the range fired once."""
+    """``POST {"from": ISO 8601, "to": ISO 8601, "overlap": "allow" | "skip"}``: every tick
+    of the range fired once, or (``skip``) only its latest, none while a firing runs."""
     recurring_id = path_id(recurring_id)
-    body = json_body(("from", "to"))
+    body = json_body(("from", "to", "overlap"))
     start, end = optional_instant(body, "from"), optional_instant(body, "to")
     if start is None or end is None:
         raise BadInput("from and to are required: the range to backfill (ISO 8601)")
+    overlap = body.get("overlap", "allow")
+    if overlap == "buffer_one":
+        raise BadInput(
+            "overlap 'buffer_one' fires the ticks one after another, each once the one before "
+            "has finished, which would hold this request open: use the command line "
+            "(parallel-scheduler recurring backfill --overlap buffer_one), or overlap 'skip'"
+        )
     record = _existing(recurring_id)
-    done = dashboard().client.recurring.backfill(record.id, start, end)
-    audit("api_recurring_backfill", [recurring_id], f"from={start} to={end} {done.to_dict()}")
+    done = dashboard().client.recurring.backfill(record.id, start, end, overlap)
+    audit(
+        "api_recurring_backfill",
+        [recurring_id],
+        f"from={start} to={end} overlap={overlap} {done.to_dict()}",
+    )
     return reply({"id": recurring_id, **done.to_dict()})
 
 

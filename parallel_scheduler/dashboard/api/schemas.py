@@ -92,6 +92,12 @@ _SAVE: dict[str, Any] = {
         "description": "seconds after its tick at which an unfinished firing counts as "
         "finished (default 3600)",
     },
+    "pause_after_failures": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "maximum": 20,
+        "description": "pause the job after this many failed firings in a row; null: never",
+    },
     "exclude": {
         "type": "array",
         "items": {"type": "string"},
@@ -206,6 +212,7 @@ SCHEMAS: dict[str, Any] = {
         max_runs={"type": ["integer", "null"], "description": "the limit of scheduled firings"},
         overlap={**_MAYBE_TEXT, "description": "allow, skip or buffer_one"},
         overlap_timeout={"type": ["number", "string", "null"], "description": "seconds"},
+        pause_after_failures={"type": ["integer", "null"], "description": "null: never"},
         exclude={"type": ["array", "null"], "items": {"type": "string"}},
         runs={
             "type": "integer",
@@ -263,6 +270,11 @@ SCHEMAS: dict[str, Any] = {
         **{
             "from": {"type": "string", "format": "date-time", "description": "included"},
             "to": {"type": "string", "format": "date-time", "description": "included; past"},
+            "overlap": {
+                "enum": ["allow", "skip"],
+                "description": "allow (default): every tick; skip: only the latest, none while "
+                "a firing runs (buffer_one: the command line only)",
+            },
         },
     ),
     "Backfilled": _object(
@@ -271,6 +283,7 @@ SCHEMAS: dict[str, Any] = {
         ticks={"type": "integer", "description": "ticks of the schedule in the range"},
         created={"type": "integer", "description": "firing jobs created now"},
         existing={"type": "integer", "description": "firing jobs that were there already"},
+        skipped={"type": "integer", "description": "with overlap skip: ticks not fired"},
     ),
     "Status": _object(
         ("storage", "counts", "lag_seconds", "schedulers", "problem", "problems"),

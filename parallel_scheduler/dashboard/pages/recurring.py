@@ -165,6 +165,9 @@ def _save(found: RecurringJob) -> RecurringJob:
     timeout: object = schedule.overlap_timeout  # an empty field: the default
     if "overlap_timeout" in form:
         timeout = seconds_arg(parse_text(form, "overlap_timeout", 40))
+    failures: object = schedule.pause_after_failures  # an empty field: never pause
+    if "pause_after_failures" in form:  # as typed, refused by the schedule in its words
+        failures = max_runs_arg(parse_text(form, "pause_after_failures", 40))
     exclude = schedule.exclude  # an empty field excludes no calendar
     if "exclude" in form:
         exclude = calendar_names([parse_text(form, "exclude", 2000) or ""])
@@ -189,6 +192,7 @@ def _save(found: RecurringJob) -> RecurringJob:
         max_runs=max_runs,  # type: ignore[arg-type]
         overlap=overlap,  # type: ignore[arg-type]
         overlap_timeout=timeout,  # type: ignore[arg-type]
+        pause_after_failures=failures,  # type: ignore[arg-type]
         exclude=exclude,
         enabled=found.enabled,
         mode="update",

@@ -42,6 +42,7 @@ def _schedule(form: Any) -> Schedule:
     if policy not in MISFIRE_POLICIES:
         raise BadInput(f"misfire policy {policy!r} is not one of {', '.join(MISFIRE_POLICIES)}")
     zone = parse_zone(form, "timezone")
+    failures = max_runs_arg(parse_text(form, "pause_after_failures", 40))  # as typed, too
     return Schedule(
         cron,
         every=every,
@@ -55,6 +56,7 @@ def _schedule(form: Any) -> Schedule:
         # as typed, refused by the schedule in its words (overlap_policy.py)
         overlap=parse_text(form, "overlap", 20) or "allow",  # type: ignore[arg-type]
         overlap_timeout=seconds_arg(parse_text(form, "overlap_timeout", 40)),  # type: ignore[arg-type]
+        pause_after_failures=failures,  # type: ignore[arg-type]
     )
 
 
@@ -91,6 +93,7 @@ def _create(schedule: Schedule) -> Any:
         exclude=schedule.exclude,
         overlap=schedule.overlap,
         overlap_timeout=schedule.overlap_timeout,
+        pause_after_failures=schedule.pause_after_failures,
         mode="create",
         **options,
     )

@@ -11,7 +11,9 @@ instant after it (local midnight of the day after the range) or, walking back, t
 instant before it, so a schedule firing every second beside a year-long range costs one jump.
 
 Also here: ``parse_ics``, a small reader of the all-day and timed events of an iCalendar file
-(RFC 5545), for ``parallel-scheduler calendar import`` and ``Client.import_calendar``.
+(RFC 5545), for ``parallel-scheduler calendar import``, ``Client.import_calendar`` and the
+dashboard's Calendars page; and the reading of typed dates (``date_words``, ``parse_dates``) and
+the messages every door shares (``calendar_summary``, ``removed_text``).
 """
 
 from __future__ import annotations
@@ -39,11 +41,15 @@ __all__ = [
     "before",
     "calendar_names",
     "calendar_ranges",
+    "calendar_summary",
     "calendar_view",
     "calendars_of",
     "check_exclude",
+    "date_words",
+    "ics_ranges",
     "parse_dates",
     "parse_ics",
+    "removed_text",
 ]
 
 T = TypeVar("T")
@@ -142,6 +148,13 @@ def before(instant: float) -> float:
 
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_SEPARATORS = re.compile(r"[\s,]+")
+
+
+def date_words(texts: Iterable[str]) -> list[str]:
+    """The dates or ranges typed in ``texts``, separated by commas or white space (``--dates
+    2026-12-25,2026-12-26`` on the command line, a text area in the dashboard)."""
+    return [word for text in texts for word in _SEPARATORS.split(text) if word]
 
 
 def parse_dates(dates: Iterable[str] = (), ranges: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -230,6 +243,17 @@ def parse_ics(text: str, zone: str) -> list[tuple[str, str]]:
     return found
 
 
+def ics_ranges(name: str, ics: str, timezone: str) -> list[tuple[str, str]]:
+    """The ranges of iCalendar text ``ics`` for calendar ``name`` in ``timezone`` (``parse_ics``),
+    the name and zone checked first in storage's words; a text that cannot be read raises
+    ``InvalidArgumentError`` naming the line, before anything is written."""
+    zone = check_calendar(name, timezone, [], "")[1]
+    try:
+        return parse_ics(ics, zone)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"cannot import calendar {name!r}: {exc}") from None
+
+
 def calendar_names(words: Iterable[str]) -> tuple[str, ...]:
     """Calendar names from repeated or comma-separated words (``--exclude a,b --exclude c``)."""
     return tuple(name.strip() for word in words for name in word.split(",") if name.strip())
@@ -261,6 +285,22 @@ def calendar_view(record: CalendarRecord) -> dict[str, Any]:
         "set_by": record.set_by,
         "set_at": instant("set_at", record.set_at, []),
     }
+
+
+def calendar_summary(view: Mapping[str, Any]) -> str:
+    """What a saved calendar holds, as the command line and the dashboard say it."""
+    return f"{len(view['ranges']):,} range(s), {view['days']:,} day(s) in {view['timezone']}"
+
+
+def removed_text(name: str, removed: bool, naming: int) -> str:
+    """What removing calendar ``name`` did, with how many recurring jobs still name it (they
+    fire as if it were empty), as the command line and the dashboard say it."""
+    if not removed:
+        return f"no calendar {name!r}: nothing changed"
+    tail = (
+        f"; {naming} recurring job(s) still name it and fire as if it were empty" if naming else ""
+    )
+    return f"removed calendar {name!r}{tail}"
 
 
 class CalendarKeeping:
@@ -304,11 +344,7 @@ class CalendarKeeping:
     ) -> CalendarRecord:
         """``put_calendar`` with the events of an iCalendar text (``parse_ics``); a text that
         cannot be read raises ``InvalidArgumentError`` naming the line."""
-        try:
-            ranges = parse_ics(ics, check_calendar(name, timezone, [], "")[1])
-        except ValueError as exc:
-            raise InvalidArgumentError(f"cannot import calendar {name!r}: {exc}") from None
-        return self.put_calendar(name, ranges, timezone, by)
+        return self.put_calendar(name, ics_ranges(name, ics, timezone), timezone, by)
 
     def remove_calendar(self, name: str) -> bool:
         """Delete calendar ``name``; ``False`` when there was none. Recurring jobs that still

@@ -15,7 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from parallel_scheduler.calendars import calendar_view, parse_dates, parse_ics
+from parallel_scheduler.calendars import (
+    calendar_summary,
+    calendar_view,
+    date_words,
+    parse_dates,
+    parse_ics,
+    removed_text,
+)
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.render import print_listing
 from parallel_scheduler.pausing import pauser
@@ -35,7 +42,9 @@ def add_commands(commands: Any) -> None:
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="create a calendar, or replace it whole")
     add.add_argument("name", metavar="NAME")
-    add.add_argument("--dates", action="append", default=[], help="ISO dates, comma-separated")
+    add.add_argument(
+        "--dates", action="append", default=[], help="ISO dates, separated by commas or spaces"
+    )
     add.add_argument(
         "--range", action="append", default=[], dest="ranges", metavar="FIRST..LAST",
         help="an inclusive range of ISO dates (repeatable)",
@@ -61,13 +70,12 @@ def _put(ns: argparse.Namespace, ranges: list[tuple[str, str]]) -> int:
     checked = check_calendar(ns.name, ns.timezone, ranges, pauser(ns.by))
     with open_client(ns) as client:
         stored = client.put_calendar(checked[0], checked[2], checked[1], checked[3])
-    print(f"calendar {stored.name!r} saved: {_summary(calendar_view(stored))}")
+    print(f"calendar {stored.name!r} saved: {calendar_summary(calendar_view(stored))}")
     return 0
 
 
 def cmd_add(ns: argparse.Namespace) -> int:
-    dates = [day for word in ns.dates for day in word.split(",")]
-    return _put(ns, parse_dates(dates, ns.ranges))
+    return _put(ns, parse_dates(date_words(ns.dates), ns.ranges))
 
 
 def cmd_import(ns: argparse.Namespace) -> int:
@@ -78,10 +86,6 @@ def cmd_import(ns: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InvalidArgumentError(f"cannot import {str(ns.file)!r}: {exc}") from None
     return _put(ns, ranges)
-
-
-def _summary(view: dict[str, Any]) -> str:
-    return f"{len(view['ranges']):,} range(s), {view['days']:,} day(s) in {view['timezone']}"
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
@@ -111,13 +115,7 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     with open_client(ns) as client:
         naming = _jobs_naming(client.storage, name)
         removed = client.remove_calendar(name)
-    if not removed:
-        print(f"no calendar {name!r}: nothing changed")
-        return 0
-    tail = (
-        f"; {naming} recurring job(s) still name it and fire as if it were empty" if naming else ""
-    )
-    print(f"removed calendar {name!r}{tail}")
+    print(removed_text(name, removed, naming))
     return 0
 
 

@@ -31,6 +31,7 @@ from parallel_scheduler.dashboard.context import (
 )
 from parallel_scheduler.dashboard.inputs import BadInput, parse_zone, zone_options
 from parallel_scheduler.dashboard.pages import bulk as pages_bulk
+from parallel_scheduler.dashboard.pages import calendars as pages_calendars
 from parallel_scheduler.dashboard.pages import job_new as pages_job_new
 from parallel_scheduler.dashboard.pages import jobs as pages_jobs
 from parallel_scheduler.dashboard.pages import outcomes as pages_outcomes
@@ -231,6 +232,7 @@ def build_app(
     pages_recurring_new.register(app)
     pages_outcomes.register(app)
     pages_pauses.register(app)
+    pages_calendars.register(app)
     api.register(app)
     dashboard_health.register(app, client)  # the red banner on every page, and /metrics
     return app

@@ -56,12 +56,13 @@ VIEWER_KEY = "parallel_scheduler.viewer"
 class Viewer:
     """Who the embedding site let in and what they may do, for one request.
 
-    ``can_change_jobs`` allows the job actions (cancel, reschedule, run now, bulk) and pausing or
-    resuming a queue or a task, and ``can_change_recurring`` the recurring ones (create, edit,
-    pause, resume, trigger, remove). The site checks CSRF itself: the forms carry ``csrf_token``
-    in the field ``csrf_field`` and the API names ``csrf_header``. ``on_audit(action, ids,
-    detail)`` is called after every action's audit line; ``stylesheets``, ``site_name`` and
-    ``site_url`` dress the pages as the site's own.
+    ``can_change_jobs`` allows the job actions (cancel, reschedule, run now, bulk), pausing or
+    resuming a queue or a task, its rate limits and the calendars of excluded dates, and
+    ``can_change_recurring`` the recurring ones (create, edit, pause, resume, trigger, remove).
+    The site checks CSRF itself: the forms carry ``csrf_token`` in the field ``csrf_field`` and
+    the API names ``csrf_header``. ``on_audit(action, ids, detail)`` is called after every
+    action's audit line; ``stylesheets``, ``site_name`` and ``site_url`` dress the pages as the
+    site's own.
     """
 
     name: str

@@ -20,6 +20,7 @@ from tests.browser.data import DataSet
 LONG_TASK = "reports." + "quarterly_revenue_reconciliation_" * 2 + "x" * 6  # 80 characters
 LONG_ID = ("customer-" + "0123456789abcdef" * 8)[:120]
 LONG_RECURRING = ("nightly-" + "a" * 120)[:120]
+LONG_CALENDAR = ("holidays-" + "c" * 100)[:100]
 LONG_ERROR = "OperationalError: " + "the broker refused the connection; " * 6
 SIZES = ({"width": 1280, "height": 800}, {"width": 390, "height": 844})
 #: A microsecond in a shown time, or a bare epoch (ten digits, a dot, digits).
@@ -44,6 +45,11 @@ def _long_rows(client: Client) -> None:
     client.recurring.save(LONG_RECURRING, LONG_TASK, "*/5 * * * *", timezone="Asia/Kolkata")
     client.pause_task("paused." + LONG_TASK, note=LONG_ERROR, by="w" * 70)  # holds none of them
     client.limit_task("limited." + LONG_TASK, "1000000/s", burst=1_000_000, by="w" * 70)
+    days = [f"2027-{month:02d}-{day:02d}" for month in range(1, 13) for day in (1, 15)]
+    client.put_calendar(LONG_CALENDAR, days, "America/Argentina/Buenos_Aires", "w" * 70)
+    client.recurring.save(  # listed beside its calendar: a long id that excludes it
+        LONG_RECURRING[:-1] + "c", LONG_TASK, "0 9 * * *", exclude=[LONG_CALENDAR]
+    )
     store = client.storage
     if isinstance(store, OutcomeStore):
         job = f"{LONG_ID[:-1]}0"
@@ -72,6 +78,7 @@ def _pages(data: DataSet) -> list[str]:
         "/errors",
         "/outcomes",
         "/pauses",
+        "/calendars",
         f"/jobs/bulk-cancel?state=scheduled&task={quote(LONG_TASK)}",
     ]
 

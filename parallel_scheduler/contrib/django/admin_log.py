@@ -25,10 +25,11 @@ def _flag(action: str) -> int:
 
 
 def _kind(action: str) -> str:
-    """What an action's ids name: recurring jobs, the queue or task of a pause, else jobs."""
+    """What an action's ids name: recurring jobs, the queue or task of a pause or a limit, a
+    calendar, else jobs."""
     if "recurring" in action:
         return "recurring job"
-    for kind in ("queue", "task"):  # pause_queue, api_resume_task, ...
+    for kind in ("queue", "task", "calendar"):  # pause_queue, api_put_calendar, ...
         if action.endswith(f"_{kind}"):
             return kind
     return "job"

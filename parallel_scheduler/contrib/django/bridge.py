@@ -4,12 +4,14 @@ turned into an ``HttpResponse``.
 
 ``SCRIPT_NAME`` is set to the mount's prefix and ``PATH_INFO`` to the rest, so every URL the
 dashboard builds with ``url_for`` stays under the mount. The body is rebuilt from
-``request.body``, which Django's CSRF check may already have read.
+``request.body``, which Django's CSRF check may already have read (a multipart form is then
+encoded again from what Django parsed, its uploaded files too).
 """
 
 from __future__ import annotations
 
 import io
+import secrets
 import sys
 import threading
 from collections.abc import Iterable
@@ -61,12 +63,41 @@ def _wsgi_text(text: str) -> str:
     return text.encode("utf-8").decode("latin-1")
 
 
+def _quoted(text: str) -> str:
+    """A field or file name inside a quoted header parameter, escaped as browsers do."""
+    return text.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _multipart(request: Any) -> tuple[bytes, str]:
+    """The fields and uploaded files Django parsed, as a multipart body and its content type."""
+    boundary = f"parallel-scheduler-{secrets.token_hex(16)}"
+    parts: list[bytes] = []
+
+    def part(disposition: str, data: bytes, kind: str = "") -> None:
+        head = f"--{boundary}\r\nContent-Disposition: form-data; {disposition}\r\n"
+        head += f"Content-Type: {kind}\r\n" if kind else ""
+        parts.append(head.encode("utf-8") + b"\r\n" + data + b"\r\n")
+
+    for name, values in request.POST.lists():
+        for value in values:
+            part(f'name="{_quoted(name)}"', str(value).encode("utf-8"))
+    for name, uploads in request.FILES.lists():
+        for upload in uploads:
+            kind = upload.content_type or "application/octet-stream"
+            part(f'name="{_quoted(name)}"; filename="{_quoted(upload.name)}"', upload.read(), kind)
+    parts.append(f"--{boundary}--\r\n".encode("ascii"))
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
 def _body(request: Any, environ: dict[str, Any]) -> bytes:
     try:
         body: bytes = request.body
     except RawPostDataException:  # a multipart form Django parsed from the stream: re-encode
-        environ["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
-        body = request.POST.urlencode().encode("ascii")
+        if request.FILES:
+            body, environ["CONTENT_TYPE"] = _multipart(request)
+        else:
+            environ["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
+            body = request.POST.urlencode().encode("ascii")
     return body
 
 

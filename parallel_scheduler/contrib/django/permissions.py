@@ -2,8 +2,9 @@
 
 As in the Django admin, only active staff users are let in, and then only with one of the
 ``Scheduler`` model's permissions: ``view_scheduler`` to look, ``change_jobs`` to cancel,
-reschedule and run jobs now, ``change_recurring`` to create, edit, pause, trigger and remove
-recurring jobs (either change permission implies looking; a superuser has them all).
+reschedule and run jobs now (and to pause, rate-limit and keep calendars), ``change_recurring``
+to create, edit, pause, trigger and remove recurring jobs (either change permission implies
+looking; a superuser has them all).
 """
 
 from __future__ import annotations

@@ -120,8 +120,9 @@ def test_json_log_lines_are_one_object_each_with_the_event_fields(
     assert start["settings"]["prefix"] == store.prefix and "storage_url" not in start["settings"]
     assert start["settings"]["log_format"] == "json"
     released = [line for line in lines if line["message"].startswith("pass released")]
-    # the scheduled job and the recurring job's firing(s) (one more if a tick passed meanwhile)
-    assert released and released[0]["released"] == released[0]["fetched"] >= 2
+    # the scheduled job, and the recurring job's firing(s) unless the firing step sent them
+    # itself (PostgreSQL sends due firings in the transaction that fires them)
+    assert released and released[0]["released"] == released[0]["fetched"] >= 1
     assert "duration" not in released[0]  # not known yet when a pass logs
     fired = [line for line in lines if line["message"].startswith("recurring pass")]
     assert fired and fired[0]["fired"] == 1 and fired[0]["created"] >= 1

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from storage_adapters.checks.calendars import check_calendar, check_calendar_name
 from storage_adapters.records import CalendarRecord
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import SQLPlumbing
 
 __all__ = ["SQLCalendarStore"]
@@ -31,6 +32,7 @@ def _record(row: Any) -> CalendarRecord | None:
 class SQLCalendarStore(SQLPlumbing):
     """Keep calendars of excluded dates, for ``SQLStorage`` to inherit."""
 
+    @rerun_if_ended_idle
     def put_calendar(
         self, name: str, timezone: str, dates: Sequence[tuple[str, str]], set_by: str
     ) -> None:

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from storage_adapters.checks.lookups import names_no_job
 from storage_adapters.checks.values import check_new_jobs, epoch_seconds
 from storage_adapters.records import JobRecord, JobState, NewJob
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.job_rows import job_record
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE, SQLPlumbing
 from storage_adapters.sql.unique_statements import held_key_error
@@ -19,6 +20,7 @@ __all__ = ["SQLJobStore"]
 class SQLJobStore(SQLPlumbing):
     """Accept, read, cancel, reschedule and count jobs, for ``SQLStorage`` to inherit."""
 
+    @rerun_if_ended_idle
     def add_jobs(self, jobs: Sequence[NewJob]) -> list[bool]:
         check_new_jobs(jobs)
         if not jobs:

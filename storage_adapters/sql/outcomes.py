@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from storage_adapters.checks import outcomes as checks
 from storage_adapters.records import OutcomeEvent, OutcomeQuery, OutcomeState
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import SQLPlumbing
 from storage_adapters.sql.tables import Tables
 
@@ -85,6 +86,7 @@ class SQLOutcomeStore(SQLPlumbing):
         )
         return insert, upsert
 
+    @rerun_if_ended_idle
     def record_outcomes(self, events: Sequence[OutcomeEvent]) -> int:
         checked = checks.check_outcome_events(events)
         if not checked:

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 
 from storage_adapters.checks.pauses import check_pause, check_pause_name
 from storage_adapters.records import PauseKind, PauseRecord
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import SQLPlumbing
 
 __all__ = ["SQLPauseStore"]
@@ -39,6 +40,7 @@ _KINDS = {kind.value for kind in PauseKind}
 class SQLPauseStore(SQLPlumbing):
     """Pause and resume the jobs of a queue or a task, for ``SQLStorage`` to inherit."""
 
+    @rerun_if_ended_idle
     def pause(self, kind: PauseKind, name: str, note: str, paused_by: str) -> int:
         checked, name, note, paused_by = check_pause(kind, name, note, paused_by)
         statements = self._sql.pauses
@@ -50,6 +52,7 @@ class SQLPauseStore(SQLPlumbing):
         self._after_moving(held)
         return held
 
+    @rerun_if_ended_idle
     def resume(self, kind: PauseKind, name: str) -> int:
         checked, name = check_pause_name(kind, name)
         statements = self._sql.pauses

@@ -35,6 +35,7 @@ from storage_adapters.sql.driver import (
     HeldConnections,
     ValuesInsert,
 )
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.statements import Statements
 from storage_adapters.sql.tables import build_tables
 
@@ -216,6 +217,7 @@ class SQLPlumbing:
         with self._connection() as conn:
             return list(conn.execute(statement, params).all())
 
+    @rerun_if_ended_idle
     def _due_rows(self, statement: sa.Executable, params: Mapping[str, Any]) -> list[Row[Any]]:
         """``_rows`` for the reads of the due set, under the dialect's ``due_scan_settings``:
         three round trips (the settings travel with BEGIN), and closing the connection on an

@@ -27,6 +27,7 @@ from storage_adapters.checks.rate_limits import (
 )
 from storage_adapters.gcra import reserve_slots
 from storage_adapters.records import ClaimedJob, PauseKind, RateLimitRecord, Reservation
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import ADD_JOBS_PAGE_SIZE, SQLPlumbing
 from storage_adapters.sql.rate_limit_statements import bind_deferred
 
@@ -103,6 +104,7 @@ class SQLRateLimitStore(SQLPlumbing):
             if row.kind in _KINDS  # a hand-written row of another kind: listing must not crash
         ]
 
+    @rerun_if_ended_idle
     def reserve_release_slots(self, kind: PauseKind, name: str, count: int) -> Reservation | None:
         checked, name, wanted = check_reservation(kind, name, count)
         statements = self._sql.rate_limits
@@ -122,6 +124,7 @@ class SQLRateLimitStore(SQLPlumbing):
     def after_deferring(self, deferred: int) -> None:
         self._after_moving(deferred)
 
+    @rerun_if_ended_idle
     def defer(self, claims: Sequence[ClaimedJob], due_ats: Sequence[float], note: str) -> list[str]:
         by_token = checked_deferral(claims, due_ats, note)
         statement = self._sql.rate_limits.defer

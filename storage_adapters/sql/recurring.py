@@ -30,6 +30,7 @@ from storage_adapters.records import (
     SaveMode,
 )
 from storage_adapters.sql.driver import BinaryArrays
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import RollBack, SQLPlumbing
 from storage_adapters.sql.recurring_rows import (
     FIRING_ARRAYS,
@@ -58,6 +59,7 @@ class SQLRecurringStore(SQLPlumbing):
             raise refused_save(mode, [recurring.id])
         return int(version) == INITIAL_RECURRING_VERSION
 
+    @rerun_if_ended_idle
     def save_recurring_many(self, recurrings: Sequence[NewRecurring], mode: SaveMode) -> list[bool]:
         """One transaction for the chunk. On PostgreSQL, one statement writes every row the mode
         allows and returns their versions; on SQLite, which ids exist is read first, the mode
@@ -112,6 +114,7 @@ class SQLRecurringStore(SQLPlumbing):
         rows = self._rows(self._sql.get_recurring, {"recurring_id": recurring_id})
         return recurring_record(rows[0]) if rows else None
 
+    @rerun_if_ended_idle
     def existing_recurring_ids(self, recurring_ids: Sequence[str]) -> set[str]:
         ids = checked_id_batch(recurring_ids)
         if not ids:
@@ -160,6 +163,7 @@ class SQLRecurringStore(SQLPlumbing):
         value = self._scalar(self._sql.next_recurring_at)
         return None if value is None else float(value)
 
+    @rerun_if_ended_idle
     def fire_recurring_many(
         self, lock: LockLease, planned: Sequence[PlannedFiring]
     ) -> list[list[bool] | None]:
@@ -212,6 +216,7 @@ class SQLRecurringStore(SQLPlumbing):
             self._array_statements[id(statement)] = compiled
         return compiled[1]
 
+    @rerun_if_ended_idle
     def trigger_recurring(
         self, recurring_id: str, version: int, firing: ManualFiring
     ) -> bool | None:

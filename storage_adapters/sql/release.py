@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from storage_adapters.checks.values import error_text, positive_count, positive_seconds
 from storage_adapters.records import ClaimedJob, LockLease
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.job_rows import claimed_job
 from storage_adapters.sql.plumbing import SQLPlumbing
 
@@ -45,6 +46,7 @@ class SQLReleaseStore(SQLPlumbing):
         # RETURNING follows the update's physical order, not the due order the contract promises.
         return sorted(claims, key=lambda c: (c.due_at, c.id))
 
+    @rerun_if_ended_idle
     def _settle(
         self,
         statement: sa.Update,

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from storage_adapters.sharding import SHARDS_META, check_shard_count
 from storage_adapters.sql.browse import SQLBrowseStore
 from storage_adapters.sql.calendars import SQLCalendarStore
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.instances import SQLInstanceStore
 from storage_adapters.sql.jobs import SQLJobStore
 from storage_adapters.sql.locks import SQLLockStore
@@ -54,6 +55,7 @@ class SQLStorage(
 
     # -- set-up and clock -------------------------------------------------------------------
 
+    @rerun_if_ended_idle
     def setup(self) -> None:
         with self._transaction() as conn:
             self._dialect.serialise_schema_changes(conn, self._prefix)
@@ -76,6 +78,7 @@ class SQLStorage(
         value = self._scalar(sa.select(meta.c.value).where(meta.c.name == SHARDS_META))
         return None if value is None else int(value)
 
+    @rerun_if_ended_idle
     def store_shard_count(self, shards: int) -> int:
         """Record ``shards`` unless a count is recorded already; return the recorded one."""
         meta = self._tables.meta
@@ -98,6 +101,7 @@ class SQLStorage(
                 self._held.close_all()
                 self._engine.dispose()
 
+    @rerun_if_ended_idle
     def drop(self) -> None:
         with self._transaction() as conn:
             tables = self._tables

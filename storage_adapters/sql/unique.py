@@ -24,6 +24,7 @@ from __future__ import annotations
 from storage_adapters.checks.unique import check_unique_new_job
 from storage_adapters.errors import StorageError
 from storage_adapters.records import NewJob, UniqueAdd, UniqueConflict
+from storage_adapters.sql.idle_rerun import rerun_if_ended_idle
 from storage_adapters.sql.plumbing import SQLPlumbing
 from storage_adapters.sql.unique_statements import MOVABLE
 
@@ -37,6 +38,7 @@ _MOVABLE_STATES = frozenset(state.value for state in MOVABLE)
 class SQLUniqueJobStore(SQLPlumbing):
     """Add unique jobs, for ``SQLStorage`` to inherit."""
 
+    @rerun_if_ended_idle
     def add_unique_job(self, job: NewJob, on_conflict: UniqueConflict) -> UniqueAdd:
         key, conflict = check_unique_new_job(job, on_conflict)
         statements = self._sql.unique

@@ -6,6 +6,7 @@ serves (held jobs, and each pause with its note and who made it)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def run(target: Store, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[
     code = main(["--storage-url", target.url, "--prefix", target.prefix, *args])
     out, err = capsys.readouterr()
     assert "Traceback" not in err, err
+    sys.stderr.write(err)  # captured again: a failing test's report shows why the command failed
     return code, out
 
 

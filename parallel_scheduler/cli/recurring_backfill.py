@@ -46,8 +46,7 @@ def cmd_recurring_backfill(ns: argparse.Namespace) -> int:
         print(json.dumps(done.to_dict()))
     else:
         print(
-            f"{ns.recurring_id}: {done.ticks} tick(s) from {ns.start.isoformat()} to "
-            f"{ns.end.isoformat()}: {done.created} fired, {done.existing} already there"
-            + (f", {done.skipped} skipped (overlap {ns.overlap})" if ns.overlap != "allow" else "")
+            f"{ns.recurring_id}: from {ns.start.isoformat()} to {ns.end.isoformat()}: "
+            f"{done.summary()}"
         )
     return 0

@@ -75,6 +75,23 @@ def parse_text(values: Mapping[str, str], field: str, limit: int = MAX_TEXT) -> 
     return text or None
 
 
+#: The overlaps a backfill asked over the web may use (``buffer_one`` is the command line's).
+BACKFILL_OVERLAPS = ("allow", "skip")
+
+
+def parse_backfill_overlap(values: Mapping[str, str], field: str = "overlap") -> str:
+    """A backfill's overlap (``allow`` when absent); ``buffer_one`` is refused, as it waits for
+    each firing to finish and would hold the request open. Other values the Client checks."""
+    overlap = parse_text(values, field, 20) or "allow"
+    if overlap == "buffer_one":
+        raise BadInput(
+            "overlap 'buffer_one' fires the ticks one after another, each once the one before "
+            "has finished, which would hold this request open: use the command line "
+            "(parallel-scheduler recurring backfill --overlap buffer_one), or overlap 'skip'"
+        )
+    return overlap
+
+
 def parse_task(values: Mapping[str, str], field: str = "task") -> str | None:
     """A task name, or the start of one (``task_prefix``)."""
     return parse_text(values, field, MAX_TASK_NAME_LENGTH)

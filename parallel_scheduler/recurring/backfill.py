@@ -5,7 +5,8 @@ A backfilled tick is the same job a scheduled firing of that tick would have bee
 idempotent ``add_jobs``. So a backfill run twice, a backfill over ticks that already fired, and
 a scheduler firing a tick while it is backfilled all leave one job per tick. Backfilled jobs are
 due in the past, so the delayed scheduler releases them at its next pass; the recurring job's
-next run, last run and recent firings are left as they are.
+next run, last run and recent firings are left as they are. A tick on a date one of the job's
+calendars excludes is not fired, as the scheduler would not have fired it.
 
 ``overlap`` (``overlap.py``'s rule for what runs): ``allow`` (the default) fires every tick at
 once. ``skip`` fires only the range's latest tick, and nothing when a firing of the job runs.
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
+from parallel_scheduler.calendars import Exclusion, calendars_of
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.firing_ids import firing_id
 from parallel_scheduler.jobs import display_instant
@@ -30,7 +32,7 @@ from parallel_scheduler.queues import QueueRouter, payload_queue
 from parallel_scheduler.recurring.overlap import recent_ids, running_jobs
 from parallel_scheduler.recurring.overlap_policy import check_overlap
 from parallel_scheduler.recurring.triggers import Schedule, firing_due_at, next_tick
-from storage_adapters import NewJob, RecurringRecord, Storage
+from storage_adapters import CalendarRecord, NewJob, RecurringRecord, Storage
 
 __all__ = ["BACKFILL_LIMIT", "Backfill", "backfill"]
 
@@ -53,10 +55,24 @@ class Backfill:
     existing: int
     skipped: int = 0
     overlap: str = "allow"
+    #: Ticks of the range on dates the job's calendars exclude (not fired); ``None`` when the
+    #: job names no calendar.
+    excluded: int | None = None
 
     def to_dict(self) -> dict[str, int]:
         done = {"ticks": self.ticks, "created": self.created, "existing": self.existing}
+        if self.excluded is not None:
+            done["excluded"] = self.excluded
         return done if self.overlap == "allow" else {**done, "skipped": self.skipped}
+
+    def summary(self) -> str:
+        """What happened in words, for the command line and the dashboard."""
+        said = f"{self.ticks} tick(s), {self.created} fired, {self.existing} already there"
+        if self.excluded is not None:
+            said += f", {self.excluded} on excluded dates"
+        if self.overlap != "allow":
+            said += f", {self.skipped} skipped (overlap {self.overlap})"
+        return said
 
 
 def backfill(
@@ -69,11 +85,14 @@ def backfill(
     route: QueueRouter | None = None,
     overlap: str = "allow",
     clock: Callable[[], float] | None = None,
+    calendars: Callable[[], Iterable[CalendarRecord]] | None = None,
 ) -> Backfill:
     """Fire every tick of ``record`` from ``start`` to ``end`` (both included, both aware and
     not after ``now``, the storage clock); ``InvalidJobError`` names what is wrong, and then
     nothing is written. ``route``: the queue of a call whose options name none (``queues.py``).
-    ``overlap``: see the module; ``clock`` (default storage's) times a ``buffer_one`` wait."""
+    ``overlap``: see the module; ``clock`` (default storage's) times a ``buffer_one`` wait;
+    ``calendars``: reads the store's calendars, when the job names some: a tick on a date they
+    exclude is not fired."""
     low, high = _instant(start, "from"), _instant(end, "to")
     if high < low:
         raise InvalidJobError(
@@ -86,7 +105,19 @@ def backfill(
         )
     schedule = _schedule(record)
     check_overlap(overlap, schedule.overlap_timeout)
-    ticks = _ticks(schedule, low, high)
+    every_tick = _ticks(schedule, low, high)
+    exclusion = (
+        Exclusion.of(schedule.exclude, calendars_of(calendars()))
+        if schedule.exclude and calendars
+        else None
+    )
+    ticks = [tick for tick in every_tick if exclusion is None or not exclusion.excludes(tick)]
+    done = partial(
+        Backfill,
+        len(every_tick),
+        overlap=overlap,
+        excluded=len(every_tick) - len(ticks) if schedule.exclude else None,
+    )
     queue = payload_queue(record.task, record.payload, route)
     jobs = [
         NewJob(firing_id(record.id, tick), record.task, record.payload,
@@ -97,18 +128,18 @@ def backfill(
         if not jobs or running_jobs(
             storage, recent_ids(record.history, now, schedule.overlap_timeout)
         ):
-            return Backfill(len(ticks), 0, 0, len(ticks), overlap)
+            return done(0, 0, len(ticks))
         created = sum(call(partial(storage.add_jobs, jobs[-1:])))
-        return Backfill(len(ticks), created, 1 - created, len(ticks) - 1, overlap)
+        return done(created, 1 - created, len(ticks) - 1)
     if overlap == "buffer_one":
         clock = clock or storage.now
         created = _one_after_another(storage, call, record, jobs, schedule.overlap_timeout, clock)
-        return Backfill(len(ticks), created, len(ticks) - created, 0, overlap)
+        return done(created, len(ticks) - created, 0)
     created = sum(
         sum(call(partial(storage.add_jobs, jobs[first : first + _CHUNK])))
         for first in range(0, len(jobs), _CHUNK)
     )
-    return Backfill(len(ticks), created, len(ticks) - created)
+    return done(created, len(ticks) - created)
 
 
 def _one_after_another(

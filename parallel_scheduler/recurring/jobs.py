@@ -380,7 +380,8 @@ class RecurringJobs:
         :param end: the last, included; not after now.
         :returns: how many ticks the range holds, how many jobs were created, and how many
             existed already (a second backfill of the same range creates none). Backfilled
-            ticks do not count against ``max_runs``.
+            ticks do not count against ``max_runs``. Ticks on dates the job's calendars
+            exclude are not fired (counted in ``excluded``).
         :param overlap: ``"skip"`` fires only the latest tick, none while a firing runs;
             ``"buffer_one"`` fires them one after another, each once the one before finished
             (this call waits for that). ``"allow"`` (default): all at once.
@@ -392,8 +393,9 @@ class RecurringJobs:
         self._verify_shards()
         now = self._clock.now()
         return backfill(
-            self._storage, self._call, record, start, end, now, self.route, overlap, self._clock.now
-        )
+            self._storage, self._call, record, start, end, now, self.route, overlap,
+            self._clock.now, lambda: self._call(self._storage.list_calendars),
+        )  # fmt: skip
 
     def remove(self, recurring_id: str) -> bool:
         """Delete the recurring job (its firings already created stay); returns whether it

@@ -77,9 +77,15 @@ def _dates(words: list[str]) -> set[date]:
 
 
 def oracle(
-    minute: int, hour: int, weekdays: set[int] | None, low: float, high: float
+    minute: int,
+    hour: int,
+    weekdays: set[int] | None,
+    low: float,
+    high: float,
+    exclude: bool = True,
 ) -> list[float]:
-    """Every tick in ``[low, high]`` by brute force, minus the excluded local dates."""
+    """Every tick in ``[low, high]`` by brute force, minus (``exclude``) the excluded local
+    dates."""
     berlin_days, us_days = _dates(HOLIDAYS), _dates(US_DAYS)
     wall = datetime.fromtimestamp(low, BERLIN).replace(tzinfo=None, second=0, microsecond=0)
     wall -= timedelta(hours=3)
@@ -93,8 +99,13 @@ def oracle(
         t
         for t in ticks
         if low <= t <= high
-        and datetime.fromtimestamp(t, BERLIN).date() not in berlin_days
-        and datetime.fromtimestamp(t, NEW_YORK).date() not in us_days
+        and not (
+            exclude
+            and (
+                datetime.fromtimestamp(t, BERLIN).date() in berlin_days
+                or datetime.fromtimestamp(t, NEW_YORK).date() in us_days
+            )
+        )
     )
 
 

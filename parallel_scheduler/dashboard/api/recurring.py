@@ -37,7 +37,7 @@ from parallel_scheduler.dashboard.api.body import (
 )
 from parallel_scheduler.dashboard.api.guard import ApiError, found, read_storage, reply
 from parallel_scheduler.dashboard.context import audit, dashboard
-from parallel_scheduler.dashboard.inputs import BadInput, parse_int
+from parallel_scheduler.dashboard.inputs import BadInput, parse_backfill_overlap, parse_int
 from parallel_scheduler.engine.retrying import call_storage
 from parallel_scheduler.errors import InvalidJobError, ParallelSchedulerError
 from parallel_scheduler.job_checks import ROUTING_OPTIONS
@@ -335,13 +335,7 @@ def backfill_recurring(recurring_id: str) -> Response:
     start, end = optional_instant(body, "from"), optional_instant(body, "to")
     if start is None or end is None:
         raise BadInput("from and to are required: the range to backfill (ISO 8601)")
-    overlap = body.get("overlap", "allow")
-    if overlap == "buffer_one":
-        raise BadInput(
-            "overlap 'buffer_one' fires the ticks one after another, each once the one before "
-            "has finished, which would hold this request open: use the command line "
-            "(parallel-scheduler recurring backfill --overlap buffer_one), or overlap 'skip'"
-        )
+    overlap = parse_backfill_overlap(body)
     record = _existing(recurring_id)
     done = dashboard().client.recurring.backfill(record.id, start, end, overlap)
     audit(

@@ -284,6 +284,10 @@ SCHEMAS: dict[str, Any] = {
         created={"type": "integer", "description": "firing jobs created now"},
         existing={"type": "integer", "description": "firing jobs that were there already"},
         skipped={"type": "integer", "description": "with overlap skip: ticks not fired"},
+        excluded={
+            "type": "integer",
+            "description": "when the job names calendars: ticks on dates they exclude, not fired",
+        },
     ),
     "Status": _object(
         ("storage", "counts", "lag_seconds", "schedulers", "problem", "problems"),

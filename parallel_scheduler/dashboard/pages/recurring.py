@@ -23,7 +23,9 @@ from parallel_scheduler.calendars import calendar_names
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import parse_json_field, require_confirmation
 from parallel_scheduler.dashboard.inputs import (
+    BACKFILL_OVERLAPS,
     BadInput,
+    parse_backfill_overlap,
     parse_instant,
     parse_int,
     parse_job_id,
@@ -228,6 +230,7 @@ def _edit_page(found: RecurringJob, form: Any, error: str | None) -> str:
         error=error,
         policies=MISFIRE_POLICIES,
         overlaps=OVERLAP_POLICIES,
+        backfill_overlaps=BACKFILL_OVERLAPS,
         args_text=_json_text(found.args),
         kwargs_text=_json_text(found.kwargs),
         queue="" if queue is None else str(queue),
@@ -263,16 +266,18 @@ def recurring_backfill() -> Any:
         end = parse_instant(form, "to", timezone.utc)
         if start is None or end is None:
             raise BadInput("from and to are required: the range to backfill")
+        overlap = parse_backfill_overlap(form)
         done = dashboard().client.recurring.backfill(
-            found.id, utc_datetime(start), utc_datetime(end)
+            found.id, utc_datetime(start), utc_datetime(end), overlap
         )
     except (InvalidJobError, BadInput) as exc:
         return _edit_page(found, None, f"backfill: {exc}"), 400
-    audit("recurring_backfill", [found.id], f"from={start!r} to={end!r} {done.to_dict()}")
-    flash(
-        f"recurring job {found.id} backfilled: {done.ticks} tick(s), {done.created} fired, "
-        f"{done.existing} already there"
+    audit(
+        "recurring_backfill",
+        [found.id],
+        f"from={start!r} to={end!r} overlap={overlap} {done.to_dict()}",
     )
+    flash(f"recurring job {found.id} backfilled: {done.summary()}")
     return redirect(url_for("recurring"), 303)
 
 

@@ -26,13 +26,11 @@ from parallel_scheduler.calendars import (
 from parallel_scheduler.cli.opening import open_client
 from parallel_scheduler.cli.render import print_listing
 from parallel_scheduler.pausing import pauser
-from parallel_scheduler.recurring.triggers import Schedule
-from storage_adapters import InvalidArgumentError, Storage
+from parallel_scheduler.recurring.excluding import jobs_naming
+from storage_adapters import InvalidArgumentError
 from storage_adapters.checks.calendars import check_calendar, check_calendar_name
 
 __all__ = ["add_commands"]
-
-_PAGE = 1000
 
 
 def add_commands(commands: Any) -> None:
@@ -113,22 +111,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
 def cmd_remove(ns: argparse.Namespace) -> int:
     name = check_calendar_name(ns.name)
     with open_client(ns) as client:
-        naming = _jobs_naming(client.storage, name)
+        naming = jobs_naming(client.storage, name)
         removed = client.remove_calendar(name)
     print(removed_text(name, removed, naming))
     return 0
-
-
-def _jobs_naming(storage: Storage, name: str) -> int:
-    """How many recurring jobs name calendar ``name`` in their ``exclude`` (pages of 1,000)."""
-    count, offset = 0, 0
-    while True:
-        page = storage.list_recurring(_PAGE, offset)
-        for record in page:
-            try:
-                count += name in Schedule.from_json(record.schedule).exclude
-            except ValueError:  # an unusable row: the recurring listing reports it
-                continue
-        if len(page) < _PAGE:
-            return count
-        offset += _PAGE

@@ -177,6 +177,17 @@ def _paused_text(view: dict[str, Any]) -> str | None:
     return f"{shown}: {one_line(str(note))}" if note else shown
 
 
+def _overlap_text(view: dict[str, Any]) -> str | None:
+    """A job's overlap policy other than the default ``allow``, with its timeout, e.g.
+    ``skip (timeout 3600 s)``; ``None`` (``-``) for ``allow``."""
+    overlap = view.get("overlap")
+    if overlap in (None, "allow"):
+        return None
+    timeout = view.get("overlap_timeout")
+    shown = f"{timeout:g}" if isinstance(timeout, (int, float)) else one_line(str(timeout))
+    return f"{one_line(str(overlap))} (timeout {shown} s)"
+
+
 def cmd_recurring_list(ns: argparse.Namespace) -> int:
     with open_client(ns, read_only=True) as client:
         storage = client.storage
@@ -192,6 +203,7 @@ def cmd_recurring_list(ns: argparse.Namespace) -> int:
         "next run": "next_run_at",
         "last run": "last_run_at",
         "runs": _runs_text,
+        "overlap": _overlap_text,
         "last outcome": _last_outcome_text,
         "recent firings": _recent_text,
         "problem": "problem",

@@ -14,9 +14,12 @@ from parallel_scheduler.calendars import Exclusion, before, calendars_of
 from parallel_scheduler.errors import InvalidJobError
 from parallel_scheduler.recurring.misfires import next_included
 from parallel_scheduler.recurring.triggers import Schedule
-from storage_adapters import CalendarRecord, NewRecurring
+from storage_adapters import CalendarRecord, NewRecurring, Storage
 
-__all__ = ["with_calendars"]
+__all__ = ["jobs_naming", "with_calendars"]
+
+#: Recurring jobs read per storage call while counting those that name a calendar.
+PAGE = 1000
 
 
 def with_calendars(
@@ -43,3 +46,19 @@ def with_calendars(
             record = replace(record, next_run_at=upcoming)
         moved.append(record)
     return moved
+
+
+def jobs_naming(storage: Storage, name: str) -> int:
+    """How many recurring jobs name calendar ``name`` in their ``exclude``: every job is read,
+    ``PAGE`` per call, so the count is exact however many there are."""
+    count, offset = 0, 0
+    while True:
+        page = storage.list_recurring(PAGE, offset)
+        for record in page:
+            try:
+                count += name in Schedule.from_json(record.schedule).exclude
+            except ValueError:  # an unusable row: the recurring listing reports it
+                continue
+        if len(page) < PAGE:
+            return count
+        offset += PAGE

@@ -177,6 +177,24 @@ def test_remove_says_how_many_jobs_still_name_it(
     assert client.recurring.get("r") is not None
 
 
+def test_remove_counts_every_job_naming_it_past_the_first_thousand(
+    web: FlaskClient, client: Client
+) -> None:
+    # Given 1,205 recurring jobs, of which the 5 with the highest ids (past the first 1,000 the
+    # page itself reads) and 2 early ones exclude calendar "de"
+    client.put_calendar("de", ["2026-12-25"])
+    client.recurring.save_many(
+        {"id": f"r{n:04d}", "task": "t.r", "cron": "0 9 * * *",
+         "exclude": ["de"] if n >= 1200 or n in (3, 7) else []}
+        for n in range(1205)
+    )  # fmt: skip
+    # When the calendar is removed from the page, then the count is of all 7
+    form = {"name": "de", "csrf_token": csrf_token(web, "/calendars"), "confirm": "yes"}
+    done = web.post("/calendars/remove", data=form)
+    assert done.status_code == 303 and client.calendars() == []
+    assert "7 recurring job(s) still name it" in _text(web.get(done.headers["Location"]))
+
+
 def test_read_only_shows_the_calendars_but_no_form(
     make_app: Callable[..., Flask], client: Client
 ) -> None:

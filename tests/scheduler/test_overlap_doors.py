@@ -98,6 +98,11 @@ def test_overlap_is_set_shown_and_edited_everywhere(
         listed = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
         assert (listed["m"]["overlap"], listed["m"]["overlap_timeout"]) == ("skip", 600.0)
         assert (listed["free"]["overlap"], listed["free"]["overlap_timeout"]) == ("allow", 3600.0)
+        # and the text listing has an overlap column: "-" for allow (piped: tab-separated)
+        assert main([*url, "recurring", "list"]) == 0
+        header, *rows = (line.split("\t") for line in capsys.readouterr().out.splitlines())
+        column = {row[0]: row[header.index("overlap")] for row in rows}
+        assert column == {"free": "-", "m": "skip (timeout 600 s)"}
         # and the API and the Recurring page show them
         web = _web(target.storage)
         one = web.get("/api/v1/recurring/m", headers=AUTH).get_json()

@@ -14,6 +14,7 @@ and nothing is written. Which jobs exclude a calendar is read from one page of r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from flask import Flask, flash, g, redirect, render_template, request, url_for
@@ -30,6 +31,8 @@ from parallel_scheduler.calendars import (
 from parallel_scheduler.dashboard.context import audit, dashboard
 from parallel_scheduler.dashboard.forms import require_confirmation
 from parallel_scheduler.dashboard.inputs import BadInput
+from parallel_scheduler.engine.retrying import call_storage
+from parallel_scheduler.recurring.excluding import jobs_naming
 from storage_adapters import InvalidArgumentError
 from storage_adapters.checks.calendars import check_calendar_name
 from storage_adapters.checks.pauses import MAX_PAUSED_BY_LENGTH
@@ -117,10 +120,13 @@ def remove() -> Response:
     form = request.form
     require_confirmation(form)
     name = check_calendar_name(form.get("name", ""))
-    naming, _ = _excluded_by()
-    removed = dashboard().client.remove_calendar(name)
+    client = dashboard().client
+    naming = call_storage(
+        partial(jobs_naming, client.storage, name), give_up_after=client.retry_for
+    )
+    removed = client.remove_calendar(name)
     audit("remove_calendar", [name], f"removed={removed}")
-    flash(removed_text(name, removed, len(naming.get(name, ()))))
+    flash(removed_text(name, removed, naming))
     return redirect(url_for("calendars"), 303)
 
 

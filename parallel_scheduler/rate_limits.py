@@ -175,8 +175,9 @@ class RateLimiting:
         burst: int = 1,
         by: str | None = None,
     ) -> None:
-        """Put a rate limit on a queue or a task, or replace its rate, burst and ``by`` (the jobs
-        already waiting for a slot keep it).
+        """Put a rate limit on a queue or a task, or replace its rate, burst and ``by``. Jobs
+        already waiting for a slot of it are due again at once, in their order, and take slots
+        of the new rate (``requeue_waiting``), so raising a limit speeds up the queue at once.
 
         :param kind: ``"queue"`` (the jobs stored with that queue) or ``"task"`` (that task name).
         :param rate: ``"100/s"``, ``"100/m"`` or ``"100/h"`` (``parse_rate``).
@@ -187,13 +188,16 @@ class RateLimiting:
         checked = checked_limit(kind, name, rate, burst, by, typed=False)
         self._verify_shards()
         self._limits_call(lambda: self.storage.set_rate_limit(*checked))
+        self._limits_call(lambda: self.storage.requeue_waiting(checked[0], checked[1]))
 
     def unlimit(self, kind: PauseKind | str, name: str) -> bool:
-        """End a rate limit; ``False`` when none was in force. Jobs already waiting for a slot
-        keep their due times."""
+        """End a rate limit; ``False`` when none was in force. Jobs that were waiting for a slot
+        of it are due again at once, in their order."""
         checked = limit_name(kind, name)
         self._verify_shards()
-        return self._limits_call(lambda: self.storage.remove_rate_limit(*checked))
+        removed = self._limits_call(lambda: self.storage.remove_rate_limit(*checked))
+        self._limits_call(lambda: self.storage.requeue_waiting(*checked))
+        return removed
 
     def limit_queue(self, name: str, rate: str, burst: int = 1, by: str | None = None) -> None:
         """``limit("queue", ...)``: at most ``rate`` releases of the jobs sent to queue ``name``."""

@@ -37,7 +37,14 @@ class RateLimitStore(Protocol):
 
     def remove_rate_limit(self, kind: PauseKind, name: str) -> bool:
         """End the limit; ``False`` when none was in force. Jobs already given back due at a
-        reserved slot keep that due time."""
+        reserved slot keep that due time until ``requeue_waiting``."""
+
+    def requeue_waiting(self, kind: PauseKind, name: str) -> int:
+        """Make the jobs of queue or task ``name`` that wait for a slot (given back by ``defer``
+        due at a slot still to come, Scheduled or Held) due now again, in the order of their
+        slots, without the slot and its note, and forget the limit's reserved slots (its
+        ``tat``, when one is in force), so they reserve afresh under the limit now in force, or
+        go at once when none is; returns how many moved. Run after a limit is set or removed."""
 
     def list_rate_limits(self) -> list[RateLimitRecord]:
         """Every limit in force, ordered by ``(kind, name)``, each with its ``free_at``."""

@@ -41,7 +41,10 @@ RATE_LIMIT_SCRIPTS = (
     "list_rate_limits",
     "reserve_slots",
     "defer",
+    "requeue_waiting",
 )
+#: Members of the due (or held) set one ``requeue_waiting`` script examines, as a pause sweep.
+REQUEUE_CHUNK = 5000
 
 
 def _record(field: str, value: str, now: float) -> RateLimitRecord | None:
@@ -85,6 +88,27 @@ class RedisRateLimitStore(RedisPlumbing):
         checked, name = check_pause_name(kind, name)
         field = f"{checked.value}:{name}"
         return bool(self._run("remove_rate_limit", [self._key("limits")], [field]))
+
+    def requeue_waiting(self, kind: PauseKind, name: str) -> int:
+        checked, name = check_pause_name(kind, name)
+        field = f"{checked.value}:{name}"
+        limits = self._key("limits")
+        placed = 0
+        # the first chunk of the due set also forgets the limit's reserved slots
+        for source, forget in (
+            (self._key("schedule"), field),
+            (self._state_key(JobState.HELD), ""),
+        ):
+            after: tuple[str, str] = ("", "")
+            while True:
+                args = [self._key("job:"), checked.value, name, *after, REQUEUE_CHUNK, placed]
+                keys = [source, self._key("all"), limits]
+                examined, moved, score, member = self._run("requeue_waiting", keys, [*args, forget])
+                placed += int(moved)
+                if int(examined) < REQUEUE_CHUNK:
+                    break
+                after, forget = (score, member), ""
+        return placed
 
     def list_rate_limits(self) -> list[RateLimitRecord]:
         now, *flat = self._run("list_rate_limits", [self._key("limits")], [])

@@ -39,6 +39,11 @@ class ShardedRateLimitStore(ShardSet):
     def remove_rate_limit(self, kind: PauseKind, name: str) -> bool:
         return self.home.remove_rate_limit(*check_pause_name(kind, name))
 
+    def requeue_waiting(self, kind: PauseKind, name: str) -> int:
+        """Every shard's waiting jobs (shard 0's forgets the limit's reserved slots too)."""
+        checked = check_pause_name(kind, name)
+        return sum(shard.requeue_waiting(*checked) for shard in self.shards)
+
     def list_rate_limits(self) -> list[RateLimitRecord]:
         return self.home.list_rate_limits()
 

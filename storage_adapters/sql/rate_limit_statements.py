@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from storage_adapters.records import JobState
+from storage_adapters.records import JobState, PauseKind
 from storage_adapters.sql.dialect import Dialect, state_is
 from storage_adapters.sql.pause_statements import scheduled_or_held
 from storage_adapters.sql.tables import Tables
@@ -94,6 +94,44 @@ def deferral(
     )
 
 
+#: Seconds between the due times of requeued jobs: keeps their order, about 4 float steps.
+REQUEUE_STEP = 1e-6
+#: How long ago the first requeued job is due: the rest follow a step apart, all due already
+#: (up to a million of them) even on SQLite, whose clock moves in milliseconds.
+REQUEUE_FROM = 1.0
+
+
+def requeue(jobs: sa.Table, column: sa.ColumnElement[Any], dialect: Dialect) -> sa.Update:
+    """``UPDATE`` the jobs whose ``column`` is ``limit_name`` that wait for a slot (Scheduled or
+    Held, due at the slot they keep, still to come) to due now (from ``REQUEUE_FROM`` ago,
+    ``REQUEUE_STEP`` apart in the order of their slots), without the slot or its note; its row
+    count is how many moved."""
+    now = dialect.now
+    place = sa.func.row_number().over(order_by=(jobs.c.due_at, jobs.c.id))
+    waiting = (
+        sa.select(jobs.c.id, place.label("place"))
+        .where(
+            column == sa.bindparam("limit_name", type_=sa.String),
+            sa.or_(
+                state_is(jobs.c.state, JobState.SCHEDULED), state_is(jobs.c.state, JobState.HELD)
+            ),
+            jobs.c.slot_at == jobs.c.due_at,
+            jobs.c.due_at > now,
+        )
+        .subquery("waiting")
+    )
+    return (
+        sa.update(jobs)
+        .where(jobs.c.id == waiting.c.id)
+        .values(
+            due_at=now - REQUEUE_FROM + (waiting.c.place - 1) * REQUEUE_STEP,
+            slot_at=sa.null(),
+            last_error=sa.null(),
+            updated_at=now,
+        )
+    )
+
+
 class RateLimitStatements:
     """The statements of one prefix's rate limits; bound parameter names are the contract with
     ``SQLRateLimitStore``."""
@@ -136,3 +174,8 @@ class RateLimitStatements:
         jobs = tables.jobs
         given_back = scheduled_or_held(tables.pauses, jobs.c.task, jobs.c.queue)
         self.defer = deferral(jobs, given_back, dialect, JobState.CLAIMED, end_lease=True)
+        self.forget_slots = sa.update(limits).where(*by_name).values(tat=sa.null())
+        self.requeue = {
+            PauseKind.QUEUE: requeue(jobs, jobs.c.queue, dialect),
+            PauseKind.TASK: requeue(jobs, jobs.c.task, dialect),
+        }

@@ -88,6 +88,17 @@ class SQLRateLimitStore(SQLPlumbing):
         params = {"limit_kind": checked.value, "limit_name": name}
         return self._changed(self._sql.rate_limits.remove, params) > 0
 
+    @rerun_if_ended_idle
+    def requeue_waiting(self, kind: PauseKind, name: str) -> int:
+        checked, name = check_pause_name(kind, name)
+        statements = self._sql.rate_limits
+        params = {"limit_kind": checked.value, "limit_name": name}
+        with self._transaction() as conn:
+            conn.execute(statements.forget_slots, params)
+            moved = int(conn.execute(statements.requeue[checked], params).rowcount)
+        self._after_moving(moved)
+        return moved
+
     def list_rate_limits(self) -> list[RateLimitRecord]:
         return [
             RateLimitRecord(

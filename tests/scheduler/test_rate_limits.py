@@ -20,7 +20,13 @@ from celery import Celery
 from prometheus_client import CollectorRegistry
 
 from devtools.waiting import wait_until
-from parallel_scheduler import CallableDispatcher, DelayedJobScheduler, JobState, Settings
+from parallel_scheduler import (
+    CallableDispatcher,
+    Client,
+    DelayedJobScheduler,
+    JobState,
+    Settings,
+)
 from parallel_scheduler.celery.publish.redis_lists import RedisPublisher
 from parallel_scheduler.delayed.envelopes import with_envelopes
 from parallel_scheduler.process.metrics import PREFIX, PrometheusRecorder
@@ -151,6 +157,31 @@ def test_removing_a_limit_lets_new_jobs_go_at_once(storage: Storage) -> None:
         # and the job given a slot before keeps it (documented)
         kept = storage.get_job("emails-1")
         assert kept is not None and kept.due_at == waiting.due_at
+    finally:
+        scheduler.close()
+
+
+@pytest.mark.parametrize("change", ["raise", "remove"])
+def test_raising_or_removing_a_limit_lets_the_waiting_jobs_go_at_once(
+    storage: Storage, change: str
+) -> None:
+    # Given a limit of one job a minute, under which 4 of 5 due jobs wait for minutes
+    client = Client(storage, retry_for=1.0)
+    client.limit_queue("emails", "1/m")
+    storage.add_jobs(due_jobs(storage, "emails", 5))
+    recorder = Recorder()
+    scheduler = scheduler_for(storage, recorder, "batch")
+    try:
+        assert scheduler.run_once().deferred == 4
+        # When the limit is raised to 1,000 a second (burst 10), or removed, through the Client
+        if change == "raise":
+            client.limit_queue("emails", "1000/s", burst=10)
+        else:
+            assert client.unlimit_queue("emails")
+        # Then the next pass sends the 4 waiting jobs, in their order, none deferred again
+        stats = scheduler.run_once()
+        assert (stats.released, stats.deferred) == (4, 0)
+        assert recorder.ids == [f"emails-{i}" for i in range(5)]
     finally:
         scheduler.close()
 

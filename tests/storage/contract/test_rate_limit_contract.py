@@ -323,6 +323,53 @@ def test_a_deferred_job_of_a_paused_queue_is_held(storage: Storage) -> None:
     assert resumed is not None and resumed.state is JobState.SCHEDULED
 
 
+def test_requeueing_makes_the_waiting_jobs_due_now_in_slot_order(storage: Storage) -> None:
+    # Given a limit of one job a 100 s on queue "emails", whose slots four claimed jobs
+    # reserved: the first goes, the others wait at 100, 200 and 300 s, one of them held by a
+    # pause of its task; and beside them a job of another queue waiting for a slot of its own,
+    # and a job of "emails" merely due later
+    storage.set_rate_limit(QUEUE, "emails", 1, 100.0, 1, "")
+    now = storage.now()
+    storage.add_jobs([job(f"w{n}", now - 4 + n, queue="emails") for n in range(4)])
+    beside = [NewJob("x", "tasks.x", "{}", now - 1, queue="emails"), job("other", now - 1, "other")]
+    storage.add_jobs([*beside, job("later", now + 500, "emails")])
+    lock = take_lock(storage)
+    claims = {claim.id: claim for claim in storage.claim_due(10, lock, lease=30)}
+    reservation = storage.reserve_release_slots(QUEUE, "emails", 4)
+    assert reservation is not None
+    waits = {"w1": reservation.slots[1], "w2": reservation.slots[2], "w3": reservation.slots[3]}
+    waits |= {"x": now + 150, "other": now + 400}
+    storage.pause(TASK, "tasks.x", "", "")
+    assert sorted(
+        storage.defer([claims[i] for i in waits], list(waits.values()), "wait")
+    ) == sorted(waits)
+    # When the jobs waiting for the limit of "emails" are requeued
+    assert storage.requeue_waiting(QUEUE, "emails") == 4
+    # Then they are due now, the scheduled ones in the order of their slots, with no slot or
+    # note (the held one still held), and the next reservation starts afresh
+    after = storage.now()
+    records = {i: storage.get_job(i) for i in ("w1", "x", "w2", "w3", "other", "later")}
+    order = [records[i] for i in ("w1", "w2", "w3", "x")]
+    assert all(r is not None and now - 1 <= r.due_at <= after + 1 for r in order), order
+    due = [r.due_at for r in order[:3] if r is not None]
+    assert due == sorted(due) and len(set(due)) == 3, due
+    assert all(r is not None and r.last_error is None for r in order)
+    held = records["x"]
+    assert held is not None and held.state is JobState.HELD
+    assert sorted(storage.fetch_due_ids(10)) == ["w1", "w2", "w3"]
+    again = storage.claim("w1", lock, lease=30)
+    assert again is not None and again.slot_at is None
+    fresh = storage.reserve_release_slots(QUEUE, "emails", 1)
+    assert fresh is not None and fresh.slots[0] <= fresh.now + TOLERANCE
+    # And the other queue's waiting job, and the job merely due later, are as they were
+    other, later = records["other"], records["later"]
+    assert other is not None and other.due_at == pytest.approx(now + 400, abs=TOLERANCE)
+    assert later is not None and later.due_at == pytest.approx(now + 500, abs=TOLERANCE)
+    # And requeueing again, or a name with no waiting jobs, moves nothing
+    assert storage.requeue_waiting(QUEUE, "emails") == 0
+    assert storage.requeue_waiting(TASK, "nothing") == 0
+
+
 def test_a_deferral_larger_than_a_page_moves_every_job(storage: Storage) -> None:
     ids = add_due(storage, 1_005)
     claims = storage.claim_due(2_000, take_lock(storage), lease=60)

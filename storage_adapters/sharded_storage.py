@@ -215,9 +215,10 @@ class ShardedStorage(
         next_run_at: float | None,
         note: str = "",
         paused_by: str = "",
+        version: int | None = None,
     ) -> bool:
         return self._shard_for(recurring_id).set_recurring_enabled(
-            recurring_id, enabled, next_run_at, note, paused_by
+            recurring_id, enabled, next_run_at, note, paused_by, version
         )
 
     def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:

@@ -13,8 +13,9 @@ tick that did not fire (passed while paused, skipped or collapsed by ``overlap``
 misfire policy). So a resumed job starts counting afresh: the tick it was paused at never fired.
 
 The outcomes are read with overlap's in ONE ``overlap.read_latest`` per chunk. The pause comes
-after the job was left out of the step, so a scheduler cannot both fire and pause one tick; two
-racing schedulers at worst pause it twice (a pause of a paused job keeps its ``paused_at``).
+after the job was left out of the step, so a scheduler cannot both fire and pause one tick, and
+it is a compare-and-set on the version the pass read, so a job resumed or edited meanwhile (by a
+person, or another scheduler) is not paused: the next pass decides again on what it reads then.
 Failures recorded between ticks change nothing until the next due tick, which is then not fired.
 """
 
@@ -45,11 +46,13 @@ PAUSED_BY = "parallel-scheduler"
 
 
 class Pause(NamedTuple):
-    """A due job not to fire but to pause: its id, the next run it keeps, and the note."""
+    """A due job not to fire but to pause: its id, the next run it keeps, the note, and the
+    version it was read at (the pause is a compare-and-set on it)."""
 
     recurring_id: str
     next_run_at: float | None
     note: str
+    version: int
 
 
 #: Per staged job: overlap's plan and the ticks it held back, or the pause that replaces it.
@@ -127,7 +130,9 @@ def gate_outcomes(
     for i, ids in streaks.items():
         if all(_failed(latest.get(job_id)) for job_id in ids):
             record = items[i][0]
-            pauses[i] = Pause(record.id, record.next_run_at, pause_note(len(ids), ids[0]))
+            pauses[i] = Pause(
+                record.id, record.next_run_at, pause_note(len(ids), ids[0]), record.version
+            )
     kept = [item for i, item in enumerate(items) if i not in pauses]
     decided = iter(apply_overlap(storage, kept, now, calendars, latest))
     return [pauses[i] if i in pauses else next(decided) for i in range(len(items))]
@@ -135,8 +140,9 @@ def gate_outcomes(
 
 def pause_all(storage: Storage, held: HeldLock, pauses: Sequence[Pause]) -> list[bool]:
     """Pause each job of ``pauses`` (left out of the firing step already), while ``held`` is
-    still this scheduler's; per job, whether it was paused (``False``: the lease ran out, the
-    job is gone, or storage refused: the next pass that finds it due decides again)."""
+    still this scheduler's and the job is still as it was read; per job, whether it was paused
+    (``False``: the lease ran out, the job is gone or changed meanwhile (resumed, edited), or
+    storage refused: the next pass that finds it due decides again)."""
     done: list[bool] = []
     for pause in pauses:
         if not held.valid():
@@ -149,6 +155,7 @@ def pause_all(storage: Storage, held: HeldLock, pauses: Sequence[Pause]) -> list
             pause.next_run_at,
             note=pause.note,
             paused_by=PAUSED_BY,
+            version=pause.version,
         )
         try:
             paused = call_storage(write)

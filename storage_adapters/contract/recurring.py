@@ -53,6 +53,7 @@ class RecurringStore(Protocol):
         next_run_at: float | None,
         note: str = "",
         paused_by: str = "",
+        version: int | None = None,
     ) -> bool:
         """Pause (``enabled=False``) or resume a recurring job, setting its next run too.
 
@@ -60,7 +61,8 @@ class RecurringStore(Protocol):
         ``paused_by``, and since when as ``paused_at`` (storage clock; pausing a paused job again
         replaces the note and who, and keeps the time); a resume clears all three. A bad note or
         ``paused_by`` (``check_pause_note``) raises ``InvalidArgumentError`` and writes nothing.
-        Bumps the version; ``False`` if missing.
+        Bumps the version; ``False`` if missing, or when ``version`` is given and the job's
+        version is another (it changed since it was read: a compare-and-set, as the firing's).
         """
 
     def fetch_due_recurring(self, limit: int) -> list[records.RecurringRecord]:

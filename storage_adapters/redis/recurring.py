@@ -180,10 +180,12 @@ class RedisRecurringStore(RedisPlumbing):
         next_run_at: float | None,
         note: str = "",
         paused_by: str = "",
+        version: int | None = None,
     ) -> bool:
         keys = [self._recurring_key(recurring_id), self._key("rec_due")]
         args = [recurring_id, _flag("enabled", enabled), _time_arg("next_run_at", next_run_at)]
         args += check_pause_note(note, paused_by)
+        args.append("" if version is None else str(int(version)))
         if names_no_job(recurring_id):
             return False
         return bool(self._run("set_recurring_enabled", keys, args))

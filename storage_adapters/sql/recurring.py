@@ -139,6 +139,7 @@ class SQLRecurringStore(SQLPlumbing):
         next_run_at: float | None,
         note: str = "",
         paused_by: str = "",
+        version: int | None = None,
     ) -> bool:
         checked_note, checked_by = check_pause_note(note, paused_by)
         paused = not flag("enabled", enabled)
@@ -148,6 +149,7 @@ class SQLRecurringStore(SQLPlumbing):
             "new_next_run_at": optional_epoch_seconds("next_run_at", next_run_at),
             "new_pause_note": checked_note if paused else None,
             "new_paused_by": checked_by if paused else None,
+            "expected_version": None if version is None else int(version),
         }
         if names_no_job(recurring_id):
             return False

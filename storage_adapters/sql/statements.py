@@ -131,9 +131,10 @@ class Statements(JobStatements):
         enabled = sa.bindparam("new_enabled", type_=sa.Boolean)
         # a pause begins now unless it is paused already; a resume ends it
         since = sa.case((rec.c.enabled, now), else_=sa.func.coalesce(rec.c.paused_at, now))
+        expected = sa.bindparam("expected_version", type_=sa.BigInteger)
         self.set_recurring_enabled = (
             sa.update(rec)
-            .where(by_id)
+            .where(by_id, sa.or_(expected.is_(None), rec.c.version == expected))
             .values(
                 enabled=enabled,
                 next_run_at=sa.bindparam("new_next_run_at", type_=sa.Double),

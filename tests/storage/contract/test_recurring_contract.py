@@ -115,6 +115,26 @@ def test_pause_and_resume(storage: Storage) -> None:
     assert not storage.set_recurring_enabled("missing", True, now)
 
 
+def test_a_pause_given_a_version_is_a_compare_and_set(storage: Storage) -> None:
+    # Given a job read at one version, then resumed (changed) by someone else
+    now = storage.now()
+    storage.save_recurring(recurring("a", now - 1), "create")
+    read = storage.get_recurring("a")
+    assert read is not None
+    assert storage.set_recurring_enabled("a", True, now - 1)
+    # When a pause is asked on the version first read, then nothing changes
+    assert not storage.set_recurring_enabled(
+        "a", False, now + 60, "why", "me", version=read.version
+    )
+    kept = storage.get_recurring("a")
+    assert kept is not None and kept.enabled and kept.pause_note is None
+    # And on the version it has now, the pause is made
+    assert storage.set_recurring_enabled("a", False, now + 60, "why", "me", version=kept.version)
+    paused = storage.get_recurring("a")
+    assert paused is not None and not paused.enabled and paused.pause_note == "why"
+    assert paused.version == kept.version + 1
+
+
 def test_a_pause_keeps_its_note_who_and_since_when_and_a_resume_clears_them(
     storage: Storage,
 ) -> None:

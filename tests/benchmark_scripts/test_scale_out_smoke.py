@@ -50,6 +50,10 @@ def test_tiny_runs_are_checked_measured_and_appended(tmp_path: Path) -> None:
             assert run["redis_mib_per_million_jobs"] > 0
     for kind in ("redis-cluster", "postgresql"):
         model = document["projection"][kind]
+        if max(runs[kind, 2]["storage_cpu_s_per_1000"].values()) == 0:
+            # the servers' CPU of so tiny a run fell under the CPU clock's tick: no model
+            assert model is None
+            continue
         assert model["storage_limit_jobs_per_s"] > 0
         assert set(model["machines"]) == {"1", "2", "4", "8", "16"}
     # what a published figure must be traceable to

@@ -221,9 +221,9 @@ class ShardedStorage(
             recurring_id, enabled, next_run_at, note, paused_by, version
         )
 
-    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
+    def fetch_due_recurring(self, limit: int, until: float | None = None) -> list[RecurringRecord]:
         positive_count("limit", limit)
-        parts = [shard.fetch_due_recurring(limit) for shard in self.shards]
+        parts = [shard.fetch_due_recurring(limit, until) for shard in self.shards]
         return merged(parts, lambda record: (record.next_run_at, record.id), limit)
 
     def next_recurring_at(self) -> float | None:

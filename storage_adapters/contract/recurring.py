@@ -65,10 +65,15 @@ class RecurringStore(Protocol):
         version is another (it changed since it was read: a compare-and-set, as the firing's).
         """
 
-    def fetch_due_recurring(self, limit: int) -> list[records.RecurringRecord]:
-        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first.
+    def fetch_due_recurring(
+        self, limit: int, until: float | None = None
+    ) -> list[records.RecurringRecord]:
+        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first;
+        with ``until`` (epoch seconds, storage clock), those with ``next_run_at <= until``
+        instead, due or not: a scheduler reads a coming tick's jobs to plan them before it.
 
-        Read-only, served by an index on next_run_at.
+        Read-only, served by an index on next_run_at. A bad ``until`` (not a finite number)
+        raises ``InvalidArgumentError``.
         """
 
     def next_recurring_at(self) -> float | None:

@@ -15,6 +15,7 @@ from storage_adapters.checks.values import (
     check_new_recurrings,
     check_planned_firings,
     check_save_mode,
+    epoch_seconds,
     flag,
     non_negative_offset,
     optional_epoch_seconds,
@@ -155,10 +156,14 @@ class SQLRecurringStore(SQLPlumbing):
             return False
         return self._changed(self._sql.set_recurring_enabled, params) == 1
 
-    def fetch_due_recurring(self, limit: int) -> list[RecurringRecord]:
-        params = {"limit": positive_count("limit", limit)}
+    def fetch_due_recurring(self, limit: int, until: float | None = None) -> list[RecurringRecord]:
+        params: dict[str, Any] = {"limit": positive_count("limit", limit)}
+        statement = self._sql.fetch_due_recurring
+        if until is not None:
+            params["until"] = epoch_seconds("until", until)
+            statement = self._sql.fetch_recurring_until
         # on the driver (plain tuples): a recurring burst reads a batch of rows per pass
-        rows = self._driver_rows(self._sql.fetch_due_recurring, params)
+        rows = self._driver_rows(statement, params)
         return [recurring_record(row) for row in rows]
 
     def next_recurring_at(self) -> float | None:

@@ -121,6 +121,12 @@ class Statements(JobStatements):
             .order_by(rec.c.next_run_at, rec.c.id)
             .limit(limit)
         )
+        self.fetch_recurring_until = (
+            sa.select(*columns)
+            .where(rec.c.enabled, rec.c.next_run_at <= sa.bindparam("until", type_=sa.Double))
+            .order_by(rec.c.next_run_at, rec.c.id)
+            .limit(limit)
+        )
         self.next_recurring_at = (
             sa.select(rec.c.next_run_at)
             .where(rec.c.enabled, rec.c.next_run_at.is_not(None))

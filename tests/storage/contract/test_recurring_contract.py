@@ -102,6 +102,29 @@ def test_only_enabled_due_recurring_jobs_are_fetched_earliest_first(storage: Sto
     assert [r.id for r in storage.fetch_due_recurring(1)] == ["early"]
 
 
+def test_recurring_jobs_up_to_an_instant_are_fetched_due_or_not(storage: Storage) -> None:
+    now = storage.now()
+    storage.save_recurring(recurring("due", now - 1), "create")
+    storage.save_recurring(recurring("soon-b", now + 30), "create")
+    storage.save_recurring(recurring("soon-a", now + 30), "create")
+    storage.save_recurring(recurring("later", now + 3600), "create")
+    storage.save_recurring(recurring("paused", now + 10, enabled=False), "create")
+    # Up to an instant to come: every enabled job by then, earliest first, ties by id
+    fetched = storage.fetch_due_recurring(10, until=now + 30)
+    assert [r.id for r in fetched] == ["due", "soon-a", "soon-b"]
+    assert [r.id for r in storage.fetch_due_recurring(2, until=now + 30)] == ["due", "soon-a"]
+    # An instant past is one too; the default stays "due now"
+    assert storage.fetch_due_recurring(10, until=now - 100) == []
+    assert [r.id for r in storage.fetch_due_recurring(10)] == ["due"]
+
+
+@pytest.mark.untouched
+@pytest.mark.parametrize("until", [float("nan"), float("inf"), "soon", True])
+def test_a_bad_until_is_refused(storage: Storage, until: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="until"):
+        storage.fetch_due_recurring(10, until=until)  # type: ignore[arg-type]
+
+
 def test_pause_and_resume(storage: Storage) -> None:
     now = storage.now()
     storage.save_recurring(recurring("a", now - 1), "create")

@@ -221,10 +221,13 @@ class ShardedStorage(
             recurring_id, enabled, next_run_at, note, paused_by, version
         )
 
-    def fetch_due_recurring(self, limit: int, until: float | None = None) -> list[RecurringRecord]:
-        positive_count("limit", limit)
-        parts = [shard.fetch_due_recurring(limit, until) for shard in self.shards]
-        return merged(parts, lambda record: (record.next_run_at, record.id), limit)
+    def fetch_due_recurring(
+        self, limit: int, until: float | None = None, offset: int = 0
+    ) -> list[RecurringRecord]:
+        # each shard's first offset + limit, merged, then the page: one order over the shards
+        wanted = positive_count("limit", limit) + non_negative_offset(offset)
+        parts = [shard.fetch_due_recurring(wanted, until) for shard in self.shards]
+        return merged(parts, lambda record: (record.next_run_at, record.id), wanted)[offset:]
 
     def next_recurring_at(self) -> float | None:
         times = [t for shard in self.shards if (t := shard.next_recurring_at()) is not None]

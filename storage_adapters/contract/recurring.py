@@ -66,14 +66,16 @@ class RecurringStore(Protocol):
         """
 
     def fetch_due_recurring(
-        self, limit: int, until: float | None = None
+        self, limit: int, until: float | None = None, offset: int = 0
     ) -> list[records.RecurringRecord]:
-        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first;
-        with ``until`` (epoch seconds, storage clock), those with ``next_run_at <= until``
-        instead, due or not: a scheduler reads a coming tick's jobs to plan them before it.
+        """Up to ``limit`` enabled recurring jobs with ``next_run_at <= now()``, earliest first
+        (ties by id); with ``until`` (epoch seconds, storage clock), those with ``next_run_at <=
+        until`` instead, due or not: a scheduler reads a coming tick's jobs to plan them before
+        it, ``offset`` skipping the first ones, a page at a time (a job changed between pages
+        may be read twice or not at all).
 
-        Read-only, served by an index on next_run_at. A bad ``until`` (not a finite number)
-        raises ``InvalidArgumentError``.
+        Read-only, served by an index on next_run_at. A bad ``until`` (not a finite number) or
+        ``offset`` (not a count) raises ``InvalidArgumentError``.
         """
 
     def next_recurring_at(self) -> float | None:

@@ -190,8 +190,11 @@ class RedisRecurringStore(RedisPlumbing):
             return False
         return bool(self._run("set_recurring_enabled", keys, args))
 
-    def fetch_due_recurring(self, limit: int, until: float | None = None) -> list[RecurringRecord]:
+    def fetch_due_recurring(
+        self, limit: int, until: float | None = None, offset: int = 0
+    ) -> list[RecurringRecord]:
         args: list[str | int] = [self._key("rec:"), positive_count("limit", limit)]
+        args.append(non_negative_offset(offset))
         if until is not None:
             args.append(repr(epoch_seconds("until", until)))
         rows = self._run("due_recurring", [self._key("rec_due")], args)

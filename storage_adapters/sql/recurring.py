@@ -156,8 +156,11 @@ class SQLRecurringStore(SQLPlumbing):
             return False
         return self._changed(self._sql.set_recurring_enabled, params) == 1
 
-    def fetch_due_recurring(self, limit: int, until: float | None = None) -> list[RecurringRecord]:
+    def fetch_due_recurring(
+        self, limit: int, until: float | None = None, offset: int = 0
+    ) -> list[RecurringRecord]:
         params: dict[str, Any] = {"limit": positive_count("limit", limit)}
+        params["offset"] = non_negative_offset(offset)
         statement = self._sql.fetch_due_recurring
         if until is not None:
             params["until"] = epoch_seconds("until", until)

@@ -120,12 +120,14 @@ class Statements(JobStatements):
             .where(rec.c.enabled, rec.c.next_run_at <= now)
             .order_by(rec.c.next_run_at, rec.c.id)
             .limit(limit)
+            .offset(sa.bindparam("offset", type_=sa.Integer))
         )
         self.fetch_recurring_until = (
             sa.select(*columns)
             .where(rec.c.enabled, rec.c.next_run_at <= sa.bindparam("until", type_=sa.Double))
             .order_by(rec.c.next_run_at, rec.c.id)
             .limit(limit)
+            .offset(sa.bindparam("offset", type_=sa.Integer))
         )
         self.next_recurring_at = (
             sa.select(rec.c.next_run_at)

@@ -113,9 +113,20 @@ def test_recurring_jobs_up_to_an_instant_are_fetched_due_or_not(storage: Storage
     fetched = storage.fetch_due_recurring(10, until=now + 30)
     assert [r.id for r in fetched] == ["due", "soon-a", "soon-b"]
     assert [r.id for r in storage.fetch_due_recurring(2, until=now + 30)] == ["due", "soon-a"]
+    # A page further on skips the first ones, in the same order
+    page = storage.fetch_due_recurring(2, until=now + 30, offset=1)
+    assert [r.id for r in page] == ["soon-a", "soon-b"]
+    assert storage.fetch_due_recurring(2, until=now + 30, offset=3) == []
     # An instant past is one too; the default stays "due now"
     assert storage.fetch_due_recurring(10, until=now - 100) == []
     assert [r.id for r in storage.fetch_due_recurring(10)] == ["due"]
+
+
+@pytest.mark.untouched
+@pytest.mark.parametrize("offset", [-1, 1.5, True, "2"])
+def test_a_bad_offset_of_due_recurring_jobs_is_refused(storage: Storage, offset: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="offset"):
+        storage.fetch_due_recurring(10, until=storage.now(), offset=offset)  # type: ignore[arg-type]
 
 
 @pytest.mark.untouched

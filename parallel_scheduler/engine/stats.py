@@ -147,6 +147,8 @@ class RecurringPassStats:
     skipped: int = 0  # ticks held back by overlap: skipped, or collapsed into a buffered one
     failed: int = 0
     paused: int = 0  # recurring jobs paused after their pause_after_failures failed firings
+    planned: int = 0  # recurring jobs of the coming tick planned ahead (written at the tick)
+    from_plan: int = 0  # recurring jobs fired at their tick from a plan made before it
     duration: float = 0.0
 
     def add(self, result: FireResult) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from parallel_scheduler.calendars import Calendar
@@ -49,7 +50,10 @@ from storage_adapters import (
     TransactionalFiringStorage,
 )
 
-__all__ = ["FIRE_CHUNK", "Envelope", "FiringPush", "fire_chunk"]
+__all__ = [
+    "FIRE_CHUNK", "Envelope", "FiringPush", "PlannedChunk", "finish_chunk", "fire_chunk",
+    "plan_chunk",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +107,40 @@ def fire_chunk(
     carries its queue (``queues.payload_queue``, with ``route`` for a call that names none).
     ``calendars``: the pass's calendars of excluded dates, by name (``calendars.py``); the names
     a schedule excludes that are not among them go into ``missing``, for the pass to warn once."""
+    chunk = plan_chunk(storage, now(), envelope, records, route, calendars, missing)
+    return finish_chunk(storage, held, metrics, chunk, push)
+
+
+@dataclass
+class PlannedChunk:
+    """A chunk of recurring jobs planned, not yet fired: what ``finish_chunk`` writes and how
+    it accounts for each record (``results`` holds the outcomes decided while planning)."""
+
+    results: list[FireResult | None]
+    planned: list[PlannedFiring]
+    plans: list[tuple[int, Schedule, FiringPlan, int]] = field(default_factory=list)
+    pauses: list[tuple[int, Pause]] = field(default_factory=list)
+
+    def firings(self) -> int:
+        return sum(len(item.firing.jobs) for item in self.planned)
+
+
+def plan_chunk(
+    storage: Storage,
+    moment: float,
+    envelope: Envelope | None,
+    records: Sequence[RecurringRecord],
+    route: QueueRouter | None = None,
+    calendars: Mapping[str, Calendar] | None = None,
+    missing: set[str] | None = None,
+) -> PlannedChunk:
+    """``fire_chunk``'s planning, at storage time ``moment``: each record's ticks (misfire
+    policy, calendars, overlap, max runs), firing jobs, messages and history, nothing written
+    (only an overlap or failure policy reads outcomes)."""
     results: list[FireResult | None] = [None] * len(records)
-    planned: list[PlannedFiring] = []
-    plans: list[tuple[int, Schedule, FiringPlan, int]] = []
+    chunk = PlannedChunk(results, [])
     staged: list[Planned] = []
     positions: list[int] = []
-    moment = now()
     for position, record in enumerate(records):
         if record.next_run_at is None:
             results[position] = FireResult(FireOutcome.STALE)
@@ -117,7 +149,7 @@ def fire_chunk(
             schedule = Schedule.from_json(record.schedule)
             check_instant("next run", record.next_run_at)
             plan = plan_firing(schedule, record.next_run_at, moment, calendars)
-            if missing is not None and calendars is not None:
+            if missing is not None and calendars is not None and schedule.exclude:
                 missing.update(name for name in schedule.exclude if name not in calendars)
         except (InvalidJobError, ValueError, TypeError, OverflowError) as exc:
             # A row written by hand or before the checks: left as it is, reported, not fired.
@@ -127,25 +159,37 @@ def fire_chunk(
         staged.append((record, schedule, plan))
         positions.append(position)
     gated = gate_outcomes(storage, staged, moment, calendars)  # reads only if a job needs
-    pauses: list[tuple[int, Pause]] = []
     for position, (record, schedule, _), gate in zip(positions, staged, gated, strict=True):
         if isinstance(gate, Pause):  # its failures reached pause_after_failures: not fired,
-            pauses.append((position, gate))  # but paused once the step is planned without it
+            chunk.pauses.append((position, gate))  # but paused once the step is planned
             continue
         plan, held_back = gate
         # the count read at the version the firing is planned from: the compare-and-set
         # that guards the firing guards the count, so racing schedulers cannot exceed it
         plan = limit_plan(plan, schedule.max_runs, record.history)
-        planned.append(_planned(record, schedule, plan, envelope, route))
-        plans.append((position, schedule, plan, held_back))
-    replies = _fire(storage, held, planned, push)
-    paused = pause_all(storage, held, [pause for _, pause in pauses])
-    for (position, _), done in zip(pauses, paused, strict=True):
+        chunk.planned.append(_planned(record, schedule, plan, envelope, route))
+        chunk.plans.append((position, schedule, plan, held_back))
+    return chunk
+
+
+def finish_chunk(
+    storage: Storage,
+    held: HeldLock,
+    metrics: MetricsRecorder,
+    chunk: PlannedChunk,
+    push: FiringPush | None = None,
+) -> list[FireResult]:
+    """Fire a planned chunk under ``held`` in one storage step (``_fire``), pause the jobs its
+    planning found failing, count it all; each record's outcome, in order."""
+    results = chunk.results
+    replies = _fire(storage, held, chunk.planned, push)
+    paused = pause_all(storage, held, [pause for _, pause in chunk.pauses])
+    for (position, _), done in zip(chunk.pauses, paused, strict=True):
         results[position] = FireResult(FireOutcome.PAUSED if done else FireOutcome.STALE)
     metrics.paused_after_failures(sum(paused))
     misfires: Counter[str] = Counter()
     overlapped_by: Counter[str] = Counter()
-    for (position, schedule, plan, held_back), reply in zip(plans, replies, strict=True):
+    for (position, schedule, plan, held_back), reply in zip(chunk.plans, replies, strict=True):
         if reply is None:
             results[position] = FireResult(FireOutcome.STALE)
             continue

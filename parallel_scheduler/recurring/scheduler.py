@@ -5,7 +5,9 @@ other) -> fetch a BATCH of the recurring jobs with the lowest next-run at or bel
 clock -> in a BOUNDED THREAD POOL, a chunk per thread (``firing.FIRE_CHUNK``): plan each one's
 firings (cron, time zone, misfire policy) and fire the chunk in one storage step, which per
 recurring job adds its firing jobs and advances its next run with a compare-and-set on its
-version. A pass that fetched a full batch fetches the next at once. A firing is an ordinary
+version. A pass that fetched a full batch fetches the next at once. Up to ``PLAN_AHEAD``
+seconds before the earliest next run, a pass plans that tick's firings without writing them
+(``planning_ahead.py``), and the pass at the tick fires them first. A firing is an ordinary
 delayed job with a deterministic id (``firing_ids.py``), so a repeated attempt at one tick is a
 no-op in storage: every tick fires exactly once, even across crashes and racing schedulers. The
 delayed scheduler then releases the firings to the broker, woken after each batch.
@@ -22,10 +24,17 @@ from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.engine.stats import RecurringPassStats
+from parallel_scheduler.engine.stats import FireOutcome, RecurringPassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.queues import QueueRouter
-from parallel_scheduler.recurring.firing import FIRE_CHUNK, Envelope, FiringPush, fire_chunk
+from parallel_scheduler.recurring.firing import (
+    FIRE_CHUNK,
+    Envelope,
+    FiringPush,
+    finish_chunk,
+    fire_chunk,
+)
+from parallel_scheduler.recurring.planning_ahead import PLAN_AHEAD, TickPlan, plan_tick
 from parallel_scheduler.settings import Settings
 from storage_adapters import CalendarStore, Storage, StorageError
 
@@ -71,6 +80,8 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         self._push = push
         self._route = route
         self._calendar_store: CalendarStore = storage if calendars is None else calendars
+        self._ahead: TickPlan | None = None  # the coming tick's firings, planned
+        self._planned_for: float | None = None  # the tick last planned (or found nothing)
 
     def _new_stats(self, lock_acquired: bool) -> RecurringPassStats:
         return RecurringPassStats(lock_acquired=lock_acquired)
@@ -99,6 +110,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
             calendars=calendars,
             missing=missing,
         )
+        self._fire_planned(held, stats)
         while self._keep_going(held):
             records = call_storage(lambda: self.storage.fetch_due_recurring(batch_size))
             stats.batches += 1
@@ -139,6 +151,50 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 extra=pass_event(stats.as_dict()),
             )
 
+        if self._keep_going(held):
+            self._plan_next(stats)
+
+    def _fire_planned(self, held: HeldLock, stats: RecurringPassStats) -> None:
+        """At (or after) the planned tick, fire its planned chunks, one storage step each in
+        the pool; what planning at this moment would no longer give is left to the pass."""
+        ahead = self._ahead
+        now = self._clock.now()
+        if ahead is None or now < ahead.tick:
+            return
+        self._ahead = None
+        chunks = ahead.usable_at(now)
+        stats.fetched += sum(len(chunk.planned) for chunk in chunks)
+        fire = partial(finish_chunk, self.storage, held, self.metrics, push=self._push)
+        created_before = stats.created
+        for results in self._pool.map(fire, chunks):
+            for result in results:
+                stats.add(result)
+                stats.from_plan += result.outcome is FireOutcome.FIRED
+        if stats.created > created_before and self._on_fired is not None:
+            self._on_fired()
+
+    def _plan_next(self, stats: RecurringPassStats) -> None:
+        """When the earliest next run is within ``PLAN_AHEAD`` seconds and not planned yet,
+        plan its firings (``planning_ahead.plan_tick``); a storage error leaves it to the tick."""
+        try:
+            coming = call_storage(self.storage.next_recurring_at)
+            now = self._clock.now()
+            if (
+                coming is None
+                or coming == self._planned_for
+                or not now < coming <= now + PLAN_AHEAD
+            ):
+                return
+            self._planned_for = coming
+            self._ahead = plan_tick(
+                self.storage, coming, self._envelope, self._route, self._calendars(), self._pool
+            )
+            stats.planned = sum(len(chunk.planned) for chunk in self._ahead.chunks)
+        except StorageError as exc:
+            logger.warning(
+                "planning the next tick ahead failed (it is planned at the tick): %s", exc
+            )
+
     def _calendars(self) -> dict[str, Calendar]:
         """Every calendar of excluded dates, read once per pass in one storage call (of the
         whole store: with shards, ``storage`` is the sharded store, whose calendars are on shard
@@ -151,6 +207,12 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
 
     def _next_work_at(self) -> float | None:
         """The earliest enabled recurring job's next run, due or not, in one round trip, so an
-        idle loop sleeps until that tick (at most a poll interval), not a poll interval past it;
-        ``None`` when none has a next run."""
-        return self.storage.next_recurring_at()
+        idle loop sleeps until that tick (at most a poll interval), not a poll interval past it,
+        or ``PLAN_AHEAD`` seconds before it while it is not planned yet; ``None`` when none has
+        a next run."""
+        coming = self.storage.next_recurring_at()
+        if self._ahead is not None:  # the pass at its tick fires it
+            return self._ahead.tick if coming is None else min(coming, self._ahead.tick)
+        if coming is None or coming == self._planned_for:
+            return coming
+        return coming - PLAN_AHEAD  # a pass then, to plan it

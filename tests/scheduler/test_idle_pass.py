@@ -21,6 +21,7 @@ from devtools.waiting import wait_until
 from parallel_scheduler import CallableDispatcher, Client, JobSpec, Settings
 from parallel_scheduler.delayed.scheduler import DelayedJobScheduler
 from parallel_scheduler.engine.stats import PassStats
+from parallel_scheduler.recurring.planning_ahead import PLAN_AHEAD
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import JobState, NewJob, Storage
 from storage_adapters.redis.storage import RedisStorage
@@ -261,16 +262,34 @@ def test_an_idle_recurring_pass_costs_one_storage_call(
 def test_an_idle_recurring_loop_sleeps_until_the_next_tick_not_a_poll_past_it(
     storage: Storage,
 ) -> None:
-    # Given a recurring job whose first tick is 5 s away, and a poll interval of 10 minutes
-    tick = datetime.fromtimestamp(storage.now() + 5, tz=timezone.utc)
+    # Given a recurring job whose first tick is 30 s away, and a poll interval of 10 minutes
+    tick = datetime.fromtimestamp(storage.now() + 30, tz=timezone.utc)
     Client(storage).recurring.save("soon", "tasks.report", every=3600, start=tick)
     scheduler = RecurringJobScheduler(storage, Settings(poll_interval=600))
     try:
         # When an idle pass runs
         stats = scheduler.run_once()
         assert stats.idle and stats.fired == 0
-        # Then the loop sleeps until the tick, not the whole poll interval
-        assert 0.0 < scheduler._delay_after(stats) <= 5.0
+        # Then the loop sleeps until PLAN_AHEAD before the tick, not the whole poll interval
+        assert 0.0 < scheduler._delay_after(stats) <= 30.0 - PLAN_AHEAD
+    finally:
+        scheduler.close()
+
+
+def test_a_recurring_loop_plans_a_tick_within_plan_ahead_then_sleeps_until_it(
+    storage: Storage,
+) -> None:
+    # Given a recurring job whose first tick is 4 s away, and a poll interval of 10 minutes
+    tick = datetime.fromtimestamp(storage.now() + 4, tz=timezone.utc)
+    Client(storage).recurring.save("soon", "tasks.report", every=3600, start=tick)
+    scheduler = RecurringJobScheduler(storage, Settings(poll_interval=600))
+    try:
+        # When a pass runs: it plans the tick, fires nothing
+        stats = scheduler.run_once()
+        assert (stats.idle, stats.planned, stats.fired) == (False, 1, 0)
+        # Then the loop sleeps until the tick; a pass meanwhile is idle (the plan is made)
+        assert 0.0 < scheduler._delay_after(stats) <= 4.0
+        assert scheduler.run_once().idle
     finally:
         scheduler.close()
 

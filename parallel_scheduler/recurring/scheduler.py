@@ -187,7 +187,13 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 return
             self._planned_for = coming
             self._ahead = plan_tick(
-                self.storage, coming, self._envelope, self._route, self._calendars(), self._pool
+                self.storage,
+                coming,
+                self._envelope,
+                self._route,
+                self._calendars(),
+                self._pool,
+                self._clock.now,
             )
             stats.planned = sum(len(chunk.planned) for chunk in self._ahead.chunks)
         except StorageError as exc:

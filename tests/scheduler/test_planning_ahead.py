@@ -16,8 +16,9 @@ import pytest
 
 from devtools.waiting import wait_until
 from parallel_scheduler import Client, JobState, Settings
+from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.recurring.jobs import firing_id
-from parallel_scheduler.recurring.planning_ahead import PAGE, PLAN_AHEAD
+from parallel_scheduler.recurring.planning_ahead import PAGE, PLAN_AHEAD, plan_tick
 from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
 from storage_adapters import Storage
 
@@ -164,7 +165,7 @@ def test_a_tick_larger_than_a_read_is_planned_page_by_page_and_fired_once_each(
 ) -> None:
     # Given more jobs at one coming tick than one read returns
     count = PAGE + 500
-    tick = round(storage.now() + PLAN_AHEAD - 0.5, 3)  # time to save them before planning
+    tick = round(storage.now() + 4.5, 3)  # time to save them before planning
     start = datetime.fromtimestamp(tick, timezone.utc)
     items = [
         {"id": f"r{n:05d}", "task": "t.a", "every": HOUR, "start": start} for n in range(count)
@@ -180,3 +181,15 @@ def test_a_tick_larger_than_a_read_is_planned_page_by_page_and_fired_once_each(
     assert again.created == 0
     missing = [n for n in range(count) if storage.get_job(firing_id(f"r{n:05d}", tick)) is None]
     assert missing == []
+
+
+def test_planning_stops_at_the_tick(storage: Storage) -> None:
+    # Given a coming tick, and a clock that says it has come: nothing is read or planned
+    _, tick = coming_tick(storage)
+    pool = BoundedPool(2)
+    try:
+        late = plan_tick(storage, tick, None, None, {}, pool, lambda: tick)
+        early = plan_tick(storage, tick, None, None, {}, pool, lambda: tick - 1)
+    finally:
+        pool.shutdown()
+    assert (late.firings(), early.firings()) == (0, 1)

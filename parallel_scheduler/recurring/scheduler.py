@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 from parallel_scheduler.calendars import Calendar, calendars_of
 from parallel_scheduler.engine.held_lock import HeldLock
 from parallel_scheduler.engine.locked_loop import LockedScheduler
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.engine.retrying import call_storage
-from parallel_scheduler.engine.stats import FireOutcome, RecurringPassStats
+from parallel_scheduler.engine.stats import FireOutcome, FireResult, RecurringPassStats
 from parallel_scheduler.log_format import pass_event
 from parallel_scheduler.queues import QueueRouter
 from parallel_scheduler.recurring.firing import (
@@ -39,6 +40,9 @@ from parallel_scheduler.settings import Settings
 from storage_adapters import CalendarStore, Storage, StorageError
 
 __all__ = ["RecurringJobScheduler", "RecurringPassStats"]
+
+#: A chunk as one pool thread fires it: recurring records, or a chunk planned ahead.
+_Chunk = TypeVar("_Chunk")
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +123,7 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
                 calendars.update(self._calendars())
                 read_calendars = True
             chunks = [records[i : i + FIRE_CHUNK] for i in range(0, len(records), FIRE_CHUNK)]
-            created_before = stats.created
-            for results in self._pool.map(fire, chunks):
-                for result in results:
-                    stats.add(result)
-            if stats.created > created_before and self._on_fired is not None:
-                self._on_fired()  # the delayed scheduler releases this batch while the next fires
+            self._fire_in_pool(fire, chunks, stats)
             if len(records) < batch_size:
                 break
         if missing:
@@ -165,13 +164,25 @@ class RecurringJobScheduler(LockedScheduler[RecurringPassStats]):
         chunks = ahead.usable_at(now)
         stats.fetched += sum(len(chunk.planned) for chunk in chunks)
         fire = partial(finish_chunk, self.storage, held, self.metrics, push=self._push)
-        created_before = stats.created
+        stats.from_plan += self._fire_in_pool(fire, chunks, stats)
+
+    def _fire_in_pool(
+        self,
+        fire: Callable[[_Chunk], list[FireResult]],
+        chunks: list[_Chunk],
+        stats: RecurringPassStats,
+    ) -> int:
+        """Fire ``chunks`` in the pool, count every outcome into ``stats`` and, when firings were
+        created, wake the delayed scheduler (it releases them while the next batch fires);
+        returns how many recurring jobs fired."""
+        created_before, fired = stats.created, 0
         for results in self._pool.map(fire, chunks):
             for result in results:
                 stats.add(result)
-                stats.from_plan += result.outcome is FireOutcome.FIRED
+                fired += result.outcome is FireOutcome.FIRED
         if stats.created > created_before and self._on_fired is not None:
             self._on_fired()
+        return fired
 
     def _plan_next(self, stats: RecurringPassStats) -> None:
         """When the earliest next run is within ``PLAN_AHEAD`` seconds and not planned yet,

@@ -19,7 +19,7 @@ from parallel_scheduler import Client, JobState, Settings
 from parallel_scheduler.engine.pool import BoundedPool
 from parallel_scheduler.recurring.jobs import firing_id
 from parallel_scheduler.recurring.planning_ahead import PAGE, PLAN_AHEAD, plan_tick
-from parallel_scheduler.recurring.scheduler import RecurringJobScheduler
+from parallel_scheduler.recurring.scheduler import RecurringJobScheduler, RecurringPassStats
 from storage_adapters import Storage
 
 LEAD = 2.5  # seconds from saving to the tick: within PLAN_AHEAD, long enough to plan first
@@ -43,6 +43,15 @@ def coming_tick(
     start = datetime.fromtimestamp(tick, timezone.utc)
     client.recurring.save(rid, "tasks.report", every=HOUR, start=start, **options)  # type: ignore[arg-type]
     return client, tick
+
+
+def another_pass(storage: Storage) -> RecurringPassStats:
+    """One full pass of a second scheduler over the same store (nothing planned ahead)."""
+    other = RecurringJobScheduler(storage, Settings())
+    try:
+        return other.run_pass()
+    finally:
+        other.close()
 
 
 def wait_for(storage: Storage, instant: float) -> None:
@@ -76,11 +85,7 @@ def test_a_coming_tick_is_planned_before_it_and_fired_at_it_once(
     assert after.next_run_at.timestamp() == pytest.approx(tick + HOUR, abs=1e-6)
     assert [entry["job_id"] for entry in after.history] == [job.id]
     # And another scheduler's pass finds nothing more to fire
-    other = RecurringJobScheduler(storage, Settings())
-    try:
-        assert other.run_pass().created == 0
-    finally:
-        other.close()
+    assert another_pass(storage).created == 0
 
 
 def test_a_job_edited_after_planning_fires_as_it_is_at_the_tick(
@@ -119,11 +124,7 @@ def test_a_tick_fired_by_another_scheduler_first_is_not_fired_again(
     _, tick = coming_tick(storage)
     assert scheduler.run_once().planned == 1
     wait_for(storage, tick)
-    other = RecurringJobScheduler(storage, Settings())
-    try:
-        assert other.run_pass().created == 1  # planned nothing: fired it as it came
-    finally:
-        other.close()
+    assert another_pass(storage).created == 1  # planned nothing: fired it as it came
     at = scheduler.run_pass()
     assert (at.from_plan, at.created) == (0, 0), at
     assert storage.get_job(firing_id("report", tick)) is not None

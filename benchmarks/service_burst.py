@@ -42,6 +42,7 @@ from typing import Any
 import redis
 
 from benchmarks.harness.limit_items import ONE_SCRIPT, RAW_LUA, RAW_PG
+from benchmarks.harness.measure import MIB, PeakSampler
 from benchmarks.harness.report import git_commit, load_average, refuse_existing, write_once
 from devtools.processes import ROOT
 from parallel_scheduler import Client
@@ -173,9 +174,10 @@ def one_pass(url: str, burst: Burst, broker: redis.Redis) -> float:
     return burst.jobs / spent
 
 
-def service(url: str, burst: Burst, broker: redis.Redis) -> tuple[float, float]:
-    """Jobs per second through ``parallel-scheduler run`` (due instant to last message), and
-    seconds from the due instant to the first message (the loop's fixed cost)."""
+def service(url: str, burst: Burst, broker: redis.Redis) -> tuple[float, float, int]:
+    """Jobs per second through ``parallel-scheduler run`` (due instant to last message),
+    seconds from the due instant to the first message (the loop's fixed cost), and the
+    process's peak RSS in bytes (a recurring burst's plan is held in it until its tick)."""
     prefix = "sb" + uuid.uuid4().hex[:8]
     broker.delete("celery")
     due = datetime.now(timezone.utc) + timedelta(seconds=burst.lead())
@@ -189,12 +191,15 @@ def service(url: str, burst: Burst, broker: redis.Redis) -> tuple[float, float]:
         try:
             deadline = due.timestamp() + 60 + jobs / 500
             first: float | None = None
-            while (sent := broker.llen("celery")) < jobs:
-                if first is None and sent:
-                    first = time.time() - due.timestamp()
-                if time.time() > deadline:
-                    raise SystemExit(f"service released {broker.llen('celery')} of {jobs} in time")
-                time.sleep(0.05)
+            with PeakSampler(process.pid) as peak:
+                while (sent := broker.llen("celery")) < jobs:
+                    if first is None and sent:
+                        first = time.time() - due.timestamp()
+                    if time.time() > deadline:
+                        raise SystemExit(
+                            f"service released {broker.llen('celery')} of {jobs} in time"
+                        )
+                    time.sleep(0.05)
             elapsed = time.time() - due.timestamp()
             first = elapsed if first is None else first
         finally:
@@ -203,7 +208,7 @@ def service(url: str, burst: Burst, broker: redis.Redis) -> tuple[float, float]:
         _check(broker, jobs)
     finally:
         _drop(url, prefix, burst.shards)
-    return jobs / elapsed, first
+    return jobs / elapsed, first, peak.peak
 
 
 def limits_figures(storages: list[str], jobs: int, out: Path) -> dict[str, Any]:
@@ -276,11 +281,13 @@ def main(argv: list[str] | None = None) -> int:
             passes: list[float] = []
             services: list[float] = []
             firsts: list[float] = []
+            peaks: list[int] = []
             for _ in range(ns.repetitions):
                 passes.append(one_pass(urls[storage], burst, broker))
-                service_rate, first = service(urls[storage], burst, broker)
+                service_rate, first, peak = service(urls[storage], burst, broker)
                 services.append(service_rate)
                 firsts.append(first)
+                peaks.append(peak)
             pass_rate = statistics.median(passes)
             service_rate = statistics.median(services)
             row = {
@@ -293,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 "service_jobs_per_s": round(service_rate),
                 "service_vs_pass": round(service_rate / pass_rate, 3),
                 "first_message_s": round(statistics.median(firsts), 3),
+                "service_peak_rss_mib": round(max(peaks) / MIB),
                 "samples": {
                     "pass_jobs_per_s": [round(r) for r in passes],
                     "service_jobs_per_s": [round(r) for r in services],

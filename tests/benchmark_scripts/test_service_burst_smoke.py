@@ -58,6 +58,7 @@ def test_every_row_is_checked_through_the_pass_and_the_service(tmp_path: Path) -
     for row in document["rows"]:
         assert row["shards"] == shards
         assert row["pass_jobs_per_s"] > 0 and row["service_jobs_per_s"] > 0, row
+        assert row["service_peak_rss_mib"] > 10, row  # a Python process's own footprint at least
         if row["kind"] == "delayed":
             assert row["limits_path_jobs_per_s"] > 0 and row["raw_limit_jobs_per_s"] > 0, row
             assert row["service_vs_limits_path"] > 0, row

@@ -225,15 +225,20 @@ def _check(
 def _storage_bytes(storage: str, url: str, prefix: str, jobs: int, shards: int) -> float | None:
     """Storage's size per recurring job: Redis's used memory delta is not attributable on a
     shared server, so the sum of MEMORY USAGE of a sample of keys; PostgreSQL's table size with
-    its indexes."""
+    its indexes, every shard's."""
     if storage == "postgresql":
         import sqlalchemy as sa
 
         engine = sa.create_engine(url)
         with engine.connect() as conn:
-            size = conn.execute(
-                sa.text("SELECT pg_total_relation_size(:table)"), {"table": f"{prefix}_recurring"}
-            ).scalar()
+            size = sum(
+                conn.execute(
+                    sa.text("SELECT pg_total_relation_size(:table)"),
+                    {"table": f"{shard_prefix(prefix, shard)}_recurring"},
+                ).scalar()
+                or 0
+                for shard in range(shards)
+            )
         engine.dispose()
         return round(float(size) / jobs) if size else None
     server = redis.Redis.from_url(url)

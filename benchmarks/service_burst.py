@@ -47,6 +47,7 @@ from benchmarks.harness.report import git_commit, load_average, refuse_existing,
 from devtools.processes import ROOT
 from parallel_scheduler import Client
 from parallel_scheduler.jobs import JobSpec
+from parallel_scheduler.recurring.planning_ahead import PLAN_AHEAD
 from storage_adapters import from_url
 
 POSTGRESQL = os.environ.get(
@@ -116,10 +117,14 @@ class Burst:
 
     def lead(self) -> float:
         """Seconds ahead the due instant is set, so storing ends before it: the last store's
-        time with a margin, or an estimate before the first."""
+        time with a margin, or an estimate before the first. A recurring burst's tick is
+        ``PLAN_AHEAD`` seconds later still, so the service, started once storing ends, has the
+        whole window to plan the tick, as it has for jobs saved before it starts."""
         if self.stored_in is not None:
-            return self.min_lead + 1.3 * self.stored_in
-        return self.min_lead + self.jobs / (2000 if self.recurring else 4000)
+            lead = self.min_lead + 1.3 * self.stored_in
+        else:
+            lead = self.min_lead + self.jobs / (2000 if self.recurring else 4000)
+        return lead + PLAN_AHEAD if self.recurring else lead
 
 
 def _drop(url: str, prefix: str, shards: int) -> None:
